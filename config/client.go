@@ -1,0 +1,188 @@
+package config
+
+import (
+	"reflect"
+	"time"
+)
+
+// Client holds the settings of one external system. The zero value is not
+// valid: start from [Baseline] or let [Load] fill it.
+//
+// Every field is read from the variable <PREFIX>_<env tag>. The baseline
+// value and the rule of each field are given next to it; `outbound env`
+// prints the same reference.
+type Client struct {
+	// BaseURL is the absolute http or https URL that relative request URLs
+	// resolve against. Required; userinfo and token-like query parameters
+	// are redacted in every report.
+	BaseURL string `env:"BASE_URL" validate:"baseurl" secret:"url" desc:"absolute http(s) URL of the system; relative request paths resolve against it" rule:"required, absolute http or https URL with a host"`
+
+	// ConnectTimeout bounds the TCP handshake (net.Dialer.Timeout).
+	// Baseline 2s: one data centre. Use ~5s over the internet.
+	ConnectTimeout time.Duration `env:"CONNECT_TIMEOUT" validate:"gt=0" desc:"bound on the TCP connect" rule:"> 0, < READ_TIMEOUT"`
+
+	// TLSHandshakeTimeout bounds the TLS handshake. Baseline 3s.
+	TLSHandshakeTimeout time.Duration `env:"TLS_HANDSHAKE_TIMEOUT" validate:"gt=0" desc:"bound on the TLS handshake" rule:"> 0, <= READ_TIMEOUT"`
+
+	// ReadTimeout bounds the wait for the response headers once the
+	// request is written (Transport.ResponseHeaderTimeout). Baseline 10s,
+	// a fast API; 30s for heavy ones; never more than 60s.
+	ReadTimeout time.Duration `env:"READ_TIMEOUT" validate:"gt=0,lte=60s" desc:"bound on the wait for response headers" rule:"> 0, < CALL_TIMEOUT, <= 60s"`
+
+	// CallTimeout bounds the whole call, retries and body read included,
+	// like http.Client.Timeout. A shorter caller deadline always wins.
+	// Baseline 15s.
+	CallTimeout time.Duration `env:"CALL_TIMEOUT" validate:"gt=0" desc:"bound on the whole call, retries and body included" rule:"> 0, >= CONNECT_TIMEOUT + READ_TIMEOUT + 1s"`
+
+	// IdleConnTimeout closes pooled connections idle for this long.
+	// Baseline 90s.
+	IdleConnTimeout time.Duration `env:"IDLE_CONN_TIMEOUT" validate:"gt=0,lte=10m" desc:"how long an idle pooled connection is kept" rule:"> 0, <= 10m"`
+
+	// MaxConcurrent is the bulkhead: calls in flight at once. It also
+	// sizes the connection pool (MaxIdleConnsPerHost and MaxConnsPerHost).
+	// Baseline 32.
+	MaxConcurrent int `env:"MAX_CONCURRENT" validate:"min=1,max=10000" desc:"calls in flight at once (bulkhead); also sizes the connection pool" rule:"1..10000"`
+
+	// BulkheadMaxWait is how long a call waits for a free slot when
+	// MaxConcurrent calls are in flight. 0 (the baseline) rejects at once
+	// with bulkhead.ErrFull.
+	BulkheadMaxWait time.Duration `env:"BULKHEAD_MAX_WAIT" validate:"gte=0" desc:"how long a call waits for a bulkhead slot; 0 rejects at once" rule:">= 0, < CALL_TIMEOUT"`
+
+	// Retries is the number of retries after the first attempt, for
+	// requests that are safe to replay. Baseline 2. In [System].Defaults,
+	// 0 means "take the baseline": write [None] to mean no retries.
+	Retries int `env:"RETRIES" validate:"min=0,max=10" desc:"retries after the first attempt (idempotent requests only)" rule:"0..10"`
+
+	// BackoffBase is the first retry's backoff ceiling; it doubles per
+	// retry up to BackoffMax, with full jitter. Baseline 100ms.
+	BackoffBase time.Duration `env:"BACKOFF_BASE" validate:"gt=0" desc:"backoff before the first retry (doubles, full jitter)" rule:"> 0, <= BACKOFF_MAX"`
+
+	// BackoffMax caps the backoff. Baseline 2s.
+	BackoffMax time.Duration `env:"BACKOFF_MAX" validate:"gt=0" desc:"cap on the backoff between retries" rule:"> 0"`
+
+	// RetryAfterMax is the longest Retry-After the client honours; a
+	// longer hint ends the call with the response instead of waiting.
+	// Baseline 10s.
+	RetryAfterMax time.Duration `env:"RETRY_AFTER_MAX" validate:"gt=0" desc:"longest Retry-After hint honoured; longer hints end the call" rule:"> 0"`
+
+	// RetryBudgetRatio caps retries at this fraction of recent calls, so
+	// retries cannot turn an outage into a storm. Baseline 0.2.
+	RetryBudgetRatio float64 `env:"RETRY_BUDGET_RATIO" validate:"gt=0,lte=1" desc:"retries allowed as a fraction of recent calls" rule:"(0, 1]"`
+
+	// RetryBudgetMinPerSec is the floor of retries per second always
+	// allowed by the retry budget. Baseline 10.
+	RetryBudgetMinPerSec int `env:"RETRY_BUDGET_MIN_PER_SEC" validate:"min=0,max=10000" desc:"retries per second always allowed by the retry budget" rule:"0..10000"`
+
+	// BreakerFailureRatio opens the breaker when this fraction of the
+	// attempts in the window failed. Baseline 0.5.
+	BreakerFailureRatio float64 `env:"BREAKER_FAILURE_RATIO" validate:"gt=0,lte=1" desc:"failure ratio in the window that opens the breaker" rule:"(0, 1]"`
+
+	// BreakerMinRequests is the number of attempts in the window before
+	// the ratio is judged. Baseline 20.
+	BreakerMinRequests int `env:"BREAKER_MIN_REQUESTS" validate:"min=1,max=100000" desc:"attempts in the window before the failure ratio counts" rule:"1..100000"`
+
+	// BreakerWindow is the rolling window the ratio is computed over, in
+	// ten buckets. Baseline 30s.
+	BreakerWindow time.Duration `env:"BREAKER_WINDOW" validate:"gte=1s,lte=1h" desc:"rolling window of the failure ratio (10 buckets)" rule:">= 1s, <= 1h"`
+
+	// BreakerOpenTimeout is how long the breaker stays open before it lets
+	// probes through (half-open). Baseline 15s.
+	BreakerOpenTimeout time.Duration `env:"BREAKER_OPEN_TIMEOUT" validate:"gt=0,lte=1h" desc:"time open before probes are let through" rule:"> 0, <= 1h"`
+
+	// BreakerHalfOpenProbes is the number of probes let through when
+	// half-open; that many successes close the breaker, one failure opens
+	// it again. Baseline 3.
+	BreakerHalfOpenProbes int `env:"BREAKER_HALF_OPEN_PROBES" validate:"min=1,max=1000" desc:"probes let through when half-open; all must succeed to close" rule:"1..1000"`
+
+	// FollowRedirects is the redirect policy: "none", "same-host" (the
+	// baseline: only to the same scheme and host) or "any".
+	FollowRedirects string `env:"FOLLOW_REDIRECTS" validate:"oneof=none same-host any" desc:"redirect policy: none, same-host or any" rule:"one of none, same-host, any"`
+
+	// MaxRedirects caps the redirects followed in one call. Baseline 3.
+	// In [System].Defaults, write [None] to mean zero.
+	MaxRedirects int `env:"MAX_REDIRECTS" validate:"min=0,max=20" desc:"redirects followed in one call at most" rule:"0..20"`
+
+	// TLSCAFile is a PEM bundle of CAs trusted in addition to the system
+	// roots (or alone, with TLSCAOnly). Empty: system roots only.
+	TLSCAFile string `env:"TLS_CA_FILE" desc:"PEM bundle of extra trusted CAs" rule:"readable PEM file with at least one certificate"`
+
+	// TLSCAOnly trusts TLSCAFile alone instead of adding it to the system
+	// roots. Baseline false.
+	TLSCAOnly bool `env:"TLS_CA_ONLY" desc:"trust TLS_CA_FILE alone, not the system roots" rule:"true or false; needs TLS_CA_FILE"`
+
+	// TLSCertFile and TLSKeyFile are the client certificate and key for
+	// mTLS, both or neither. They are re-read when the files change.
+	TLSCertFile string `env:"TLS_CERT_FILE" desc:"client certificate (PEM) for mTLS" rule:"with TLS_KEY_FILE; https BASE_URL"`
+	TLSKeyFile  string `env:"TLS_KEY_FILE" desc:"client private key (PEM) for mTLS" rule:"with TLS_CERT_FILE; matches the certificate"`
+
+	// TLSServerName overrides the name used for SNI and verification.
+	TLSServerName string `env:"TLS_SERVER_NAME" validate:"omitempty,hostname_rfc1123" desc:"name for SNI and certificate verification" rule:"a host name"`
+
+	// TLSMinVersion is the lowest TLS version accepted: "1.2" (baseline)
+	// or "1.3".
+	TLSMinVersion string `env:"TLS_MIN_VERSION" validate:"oneof=1.2 1.3" desc:"lowest TLS version accepted" rule:"1.2 or 1.3"`
+}
+
+// None, written in a [System].Defaults field where 0 is meaningful
+// (Retries, MaxRedirects), means 0. A plain 0 there means "take the
+// baseline", as it does for every other field.
+const None = -1
+
+// Baseline returns the settings every system starts from. Deviations are
+// declared per system in [System].Defaults, with a comment saying why.
+func Baseline() Client {
+	return Client{
+		ConnectTimeout:        2 * time.Second,
+		TLSHandshakeTimeout:   3 * time.Second,
+		ReadTimeout:           10 * time.Second,
+		CallTimeout:           15 * time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxConcurrent:         32,
+		BulkheadMaxWait:       0,
+		Retries:               2,
+		BackoffBase:           100 * time.Millisecond,
+		BackoffMax:            2 * time.Second,
+		RetryAfterMax:         10 * time.Second,
+		RetryBudgetRatio:      0.2,
+		RetryBudgetMinPerSec:  10,
+		BreakerFailureRatio:   0.5,
+		BreakerMinRequests:    20,
+		BreakerWindow:         30 * time.Second,
+		BreakerOpenTimeout:    15 * time.Second,
+		BreakerHalfOpenProbes: 3,
+		FollowRedirects:       "same-host",
+		MaxRedirects:          3,
+		TLSMinVersion:         "1.2",
+	}
+}
+
+// System declares one external system: its name and the defaults it uses
+// where its environment says nothing. Zero fields of Defaults take the
+// [Baseline]; see [None].
+type System struct {
+	// Name is lower case letters, digits, '-' and '_', starting with a
+	// letter, at most 63 bytes. The prefix of its variables is the name in
+	// upper snake case: "order-history" reads ORDER_HISTORY_*.
+	Name string
+	// Defaults override the baseline for this system.
+	Defaults Client
+}
+
+// withDefaults returns the baseline with every non-zero field of d laid
+// over it; [None] turns into 0.
+func withDefaults(d Client) Client {
+	out := Baseline()
+	ov, dv := reflect.ValueOf(&out).Elem(), reflect.ValueOf(d)
+	for i := range dv.NumField() {
+		f := dv.Field(i)
+		if f.IsZero() {
+			continue
+		}
+		if f.Kind() == reflect.Int && f.Int() == None {
+			ov.Field(i).SetInt(0)
+			continue
+		}
+		ov.Field(i).Set(f)
+	}
+	return out
+}

@@ -1,0 +1,106 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"time"
+)
+
+// field describes one setting of [Client], read from its struct tags.
+type field struct {
+	index  int          // index in Client
+	goName string       // ConnectTimeout
+	suffix string       // CONNECT_TIMEOUT
+	kind   reflect.Kind // of the Go field; durations are reported as such
+	typ    string       // duration, int, float, bool, string, url
+	secret bool
+	desc   string
+	rule   string
+}
+
+// fieldTable is derived once from Client's tags and never changes.
+var fieldTable = buildFields()
+
+// fieldBySuffix maps CONNECT_TIMEOUT to its field.
+var fieldBySuffix = func() map[string]*field {
+	m := make(map[string]*field, len(fieldTable))
+	for i := range fieldTable {
+		m[fieldTable[i].suffix] = &fieldTable[i]
+	}
+	return m
+}()
+
+// fieldByGoName maps ConnectTimeout to its field.
+var fieldByGoName = func() map[string]*field {
+	m := make(map[string]*field, len(fieldTable))
+	for i := range fieldTable {
+		m[fieldTable[i].goName] = &fieldTable[i]
+	}
+	return m
+}()
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+func buildFields() []field {
+	t := reflect.TypeFor[Client]()
+	out := make([]field, 0, t.NumField())
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		f := field{
+			index:  i,
+			goName: sf.Name,
+			suffix: sf.Tag.Get("env"),
+			kind:   sf.Type.Kind(),
+			secret: sf.Tag.Get("secret") != "",
+			desc:   sf.Tag.Get("desc"),
+			rule:   sf.Tag.Get("rule"),
+		}
+		switch {
+		case sf.Type == durationType:
+			f.typ = "duration"
+		case f.kind == reflect.Int:
+			f.typ = "int"
+		case f.kind == reflect.Float64:
+			f.typ = "float"
+		case f.kind == reflect.Bool:
+			f.typ = "bool"
+		case sf.Tag.Get("secret") == "url":
+			f.typ = "url"
+		default:
+			f.typ = "string"
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// format renders v, a value of f's type, the way the environment spells it.
+func (f *field) format(v reflect.Value) string {
+	switch f.typ {
+	case "duration":
+		return formatDuration(time.Duration(v.Int()))
+	case "url":
+		return RedactURL(v.String())
+	}
+	s := formatValue(v)
+	if f.secret && s != "" {
+		return redacted
+	}
+	return s
+}
+
+// formatDuration prints 2s rather than 2s0ms-like noise: time.Duration's
+// String is already Go syntax, but "0s" reads better as "0".
+func formatDuration(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	s := d.String()
+	// 1m0s -> 1m, 1h0m0s -> 1h
+	s = strings.TrimSuffix(s, "0s")
+	s = strings.TrimSuffix(s, "0m")
+	if s == "" || strings.HasSuffix(s, "h") || strings.HasSuffix(s, "m") || strings.HasSuffix(s, "s") {
+		return s
+	}
+	return d.String()
+}

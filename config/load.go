@@ -1,0 +1,283 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// SystemsVar names the variable that declares systems by name, comma
+// separated: OUTBOUND_SYSTEMS=payments,inventory.
+const SystemsVar = "OUTBOUND_SYSTEMS"
+
+// Source says where a setting's value came from.
+type Source uint8
+
+const (
+	// FromBaseline: neither the code nor the environment set it.
+	FromBaseline Source = iota
+	// FromCode: [System].Defaults set it.
+	FromCode
+	// FromEnv: the environment set it.
+	FromEnv
+)
+
+func (s Source) String() string {
+	switch s {
+	case FromCode:
+		return "code"
+	case FromEnv:
+		return "env"
+	default:
+		return "baseline"
+	}
+}
+
+// Loaded is one system as loaded: its name, its variable prefix, its
+// effective settings and where each came from.
+type Loaded struct {
+	Name   string
+	Prefix string // PAYMENTS
+	Client Client
+
+	sources []Source // by field index
+}
+
+// SourceOf says where the setting with the given env suffix
+// ("CONNECT_TIMEOUT") came from.
+func (l Loaded) SourceOf(suffix string) Source {
+	f, ok := fieldBySuffix[suffix]
+	if !ok || f.index >= len(l.sources) {
+		return FromBaseline
+	}
+	return l.sources[f.index]
+}
+
+// Load declares the given systems plus those named in OUTBOUND_SYSTEMS,
+// reads each one's variables from the process environment, validates them
+// and returns them in declaration order (code first, then
+// OUTBOUND_SYSTEMS).
+//
+// On any problem Load returns an [*Error] listing every problem of every
+// system together with the systems it could load, so that a tool can still
+// show their effective settings. Load never panics on any input.
+func Load(systems ...System) ([]Loaded, error) {
+	return load(os.Environ(), systems)
+}
+
+// nameRE is the shape of a system name: "payments", "order-history".
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$`)
+
+// Prefix returns the variable prefix of a system name: "order-history"
+// reads ORDER_HISTORY_*.
+func Prefix(name string) string {
+	return strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// checkName returns what is wrong with a system name, or "".
+func checkName(name string) string {
+	switch {
+	case name == "":
+		return "system name is empty"
+	case len(name) > 63:
+		return "system name is longer than 63 bytes"
+	case !nameRE.MatchString(name):
+		return "system name must be lower case letters, digits, '-' or '_', starting with a letter (e.g. payments, order-history)"
+	case Prefix(name) == "OUTBOUND":
+		return "system name \"outbound\" is reserved (OUTBOUND_* variables configure the registry itself)"
+	}
+	return ""
+}
+
+func load(environ []string, systems []System) ([]Loaded, error) {
+	var probs []Problem
+	env := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+
+	// Declare: code first, then OUTBOUND_SYSTEMS.
+	decl := make([]System, 0, len(systems))
+	byPrefix := make(map[string]string, len(systems)) // prefix -> name
+	declare := func(s System, where string) {
+		if msg := checkName(s.Name); msg != "" {
+			probs = append(probs, Problem{Var: where, Value: s.Name, Source: sourceOfWhere(where), Rule: msg})
+			return
+		}
+		p := Prefix(s.Name)
+		if other, dup := byPrefix[p]; dup {
+			rule := fmt.Sprintf("system %q is declared twice", s.Name)
+			if other != s.Name {
+				rule = fmt.Sprintf("systems %q and %q share the variable prefix %s_", other, s.Name, p)
+			}
+			probs = append(probs, Problem{Var: where, Value: s.Name, Source: sourceOfWhere(where), Rule: rule})
+			return
+		}
+		byPrefix[p] = s.Name
+		decl = append(decl, s)
+	}
+	for _, s := range systems {
+		declare(s, "code")
+	}
+	if list, ok := env[SystemsVar]; ok {
+		fromCode := make(map[string]bool, len(systems))
+		for _, s := range systems {
+			fromCode[s.Name] = true
+		}
+		seen := map[string]bool{}
+		for i, raw := range strings.Split(list, ",") {
+			name := strings.TrimSpace(raw)
+			switch {
+			case name == "":
+				probs = append(probs, Problem{Var: SystemsVar, Value: list, Source: FromEnv,
+					Rule: fmt.Sprintf("entry %d is empty: list system names separated by commas, e.g. payments,inventory", i+1)})
+			case seen[name]:
+				probs = append(probs, Problem{Var: SystemsVar, Value: list, Source: FromEnv,
+					Rule: fmt.Sprintf("system %q is listed twice", name)})
+			case fromCode[name]:
+				seen[name] = true // declared in code too: the code's defaults apply
+			default:
+				seen[name] = true
+				declare(System{Name: name}, SystemsVar)
+			}
+		}
+	}
+
+	out := make([]Loaded, 0, len(decl))
+	v := newValidator()
+	known := make(map[string]bool, len(decl)*len(fieldTable)+1)
+	known[SystemsVar] = true
+	for _, s := range decl {
+		l, ps := loadSystem(v, s)
+		out = append(out, l)
+		probs = append(probs, ps...)
+		for i := range fieldTable {
+			known[l.Prefix+"_"+fieldTable[i].suffix] = true
+		}
+	}
+	probs = append(probs, unknownVars(env, known, byPrefix)...)
+	if len(probs) > 0 {
+		return out, &Error{Problems: probs}
+	}
+	return out, nil
+}
+
+func sourceOfWhere(where string) Source {
+	if where == SystemsVar {
+		return FromEnv
+	}
+	return FromCode
+}
+
+// rawValue receives a variable's text from envconfig, unparsed, so that
+// every bad value can be reported instead of only the first one.
+type rawValue struct {
+	text string
+	set  bool
+}
+
+// Set implements envconfig.Setter.
+func (r *rawValue) Set(s string) error {
+	r.text, r.set = s, true
+	return nil
+}
+
+// rawSpec is the struct envconfig fills: one rawValue per setting, each
+// field named after its variable suffix (CONNECT_TIMEOUT), so envconfig
+// derives PAYMENTS_CONNECT_TIMEOUT with no "envconfig" tag and therefore
+// never falls back to an unprefixed CONNECT_TIMEOUT.
+var rawSpec = func() reflect.Type {
+	fs := make([]reflect.StructField, len(fieldTable))
+	for i, f := range fieldTable {
+		fs[i] = reflect.StructField{Name: f.suffix, Type: reflect.TypeFor[rawValue]()}
+	}
+	return reflect.StructOf(fs)
+}()
+
+func loadSystem(v *validatorSet, s System) (Loaded, []Problem) {
+	l := Loaded{Name: s.Name, Prefix: Prefix(s.Name), Client: withDefaults(s.Defaults)}
+	l.sources = make([]Source, len(fieldTable))
+	dv := reflect.ValueOf(s.Defaults)
+	for i := range fieldTable {
+		if !dv.Field(i).IsZero() {
+			l.sources[i] = FromCode
+		}
+	}
+
+	raw := reflect.New(rawSpec)
+	var probs []Problem
+	if err := envconfig.Process(l.Prefix, raw.Interface()); err != nil {
+		// rawValue.Set never fails, so this is a broken spec: report it
+		// rather than hide it.
+		probs = append(probs, Problem{System: s.Name, Var: l.Prefix + "_*", Rule: "envconfig: " + err.Error()})
+	}
+	cv := reflect.ValueOf(&l.Client).Elem()
+	bad := make(map[string]bool)
+	for i := range fieldTable {
+		f := &fieldTable[i]
+		r := raw.Elem().Field(i).Addr().Interface().(*rawValue)
+		if !r.set {
+			continue
+		}
+		l.sources[i] = FromEnv
+		if err := parseInto(cv.Field(f.index), f, r.text); err != "" {
+			bad[f.goName] = true
+			val := r.text
+			if f.typ == "url" {
+				val = RedactURL(val)
+			} else if f.secret {
+				val = redacted
+			}
+			probs = append(probs, Problem{System: s.Name, Var: l.Prefix + "_" + f.suffix, Value: val, Source: FromEnv, Rule: err})
+		}
+	}
+	for _, p := range v.check(&l, bad) {
+		probs = append(probs, p)
+	}
+	return l, probs
+}
+
+// parseInto parses text into dst, a field of Client, and returns what is
+// wrong with it in plain words, or "".
+func parseInto(dst reflect.Value, f *field, text string) string {
+	switch f.typ {
+	case "duration":
+		d, err := time.ParseDuration(strings.TrimSpace(text))
+		if err != nil {
+			if _, nerr := strconv.ParseFloat(strings.TrimSpace(text), 64); nerr == nil && text != "0" {
+				return "not a duration: a unit is missing (write 750ms, 2s, 1m)"
+			}
+			return "not a duration: use Go syntax with a unit (750ms, 2s, 1m30s)"
+		}
+		dst.SetInt(int64(d))
+	case "int":
+		n, err := strconv.ParseInt(strings.TrimSpace(text), 10, 32)
+		if err != nil {
+			return "not a whole number"
+		}
+		dst.SetInt(n)
+	case "float":
+		x, err := strconv.ParseFloat(strings.TrimSpace(text), 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			return "not a finite number"
+		}
+		dst.SetFloat(x)
+	case "bool":
+		b, err := strconv.ParseBool(strings.TrimSpace(text))
+		if err != nil {
+			return "not a boolean (true or false)"
+		}
+		dst.SetBool(b)
+	default:
+		dst.SetString(text)
+	}
+	return ""
+}

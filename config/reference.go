@@ -1,0 +1,102 @@
+package config
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// Var is one variable of one system: its documentation and, for a loaded
+// system, its effective value.
+type Var struct {
+	System      string `json:"system"`
+	Name        string `json:"name"`    // PAYMENTS_CONNECT_TIMEOUT
+	Setting     string `json:"setting"` // ConnectTimeout
+	Type        string `json:"type"`    // duration, int, float, bool, string, url
+	Default     string `json:"default"` // the system's default, redacted
+	Rule        string `json:"rule"`
+	Description string `json:"description"`
+	Secret      bool   `json:"secret,omitempty"`
+	Value       string `json:"value,omitempty"`  // effective value (Vars only), redacted
+	Source      string `json:"source,omitempty"` // env, code or baseline (Vars only)
+}
+
+// Reference documents every variable of each system, with the system's
+// default. Invalid system names are skipped (Load reports them).
+func Reference(systems ...System) []Var {
+	var out []Var
+	for _, s := range systems {
+		if checkName(s.Name) != "" {
+			continue
+		}
+		d := reflect.ValueOf(withDefaults(s.Defaults))
+		p := Prefix(s.Name)
+		for i := range fieldTable {
+			f := &fieldTable[i]
+			out = append(out, Var{
+				System:      s.Name,
+				Name:        p + "_" + f.suffix,
+				Setting:     f.goName,
+				Type:        f.typ,
+				Default:     f.format(d.Field(f.index)),
+				Rule:        f.rule,
+				Description: f.desc,
+				Secret:      f.secret,
+			})
+		}
+	}
+	return out
+}
+
+// Vars returns every variable of a loaded system with its effective value
+// (redacted) and where the value came from.
+func (l Loaded) Vars() []Var {
+	out := Reference(System{Name: l.Name})
+	v := reflect.ValueOf(l.Client)
+	for i := range out {
+		f := fieldBySuffix[strings.TrimPrefix(out[i].Name, l.Prefix+"_")]
+		out[i].Value = f.format(v.Field(f.index))
+		out[i].Source = l.SourceOf(f.suffix).String()
+	}
+	return out
+}
+
+// Summary is one line of a loaded system's main settings, redacted.
+func (l Loaded) Summary() string {
+	c := l.Client
+	var b strings.Builder
+	b.WriteString(l.Name)
+	b.WriteString(" base=")
+	b.WriteString(RedactURL(c.BaseURL))
+	kv := func(k, v string) { b.WriteString(" " + k + "=" + v) }
+	kv("connect", formatDuration(c.ConnectTimeout))
+	kv("tls", formatDuration(c.TLSHandshakeTimeout))
+	kv("read", formatDuration(c.ReadTimeout))
+	kv("call", formatDuration(c.CallTimeout))
+	kv("max_concurrent", strconv.Itoa(c.MaxConcurrent))
+	kv("bulkhead_wait", formatDuration(c.BulkheadMaxWait))
+	kv("retries", strconv.Itoa(c.Retries))
+	kv("backoff", formatDuration(c.BackoffBase)+".."+formatDuration(c.BackoffMax))
+	kv("breaker", strconv.FormatFloat(c.BreakerFailureRatio, 'g', -1, 64)+"/"+strconv.Itoa(c.BreakerMinRequests)+
+		" in "+formatDuration(c.BreakerWindow)+" open "+formatDuration(c.BreakerOpenTimeout))
+	kv("redirects", c.FollowRedirects)
+	if c.TLSCertFile != "" {
+		kv("mtls", "on")
+	}
+	return b.String()
+}
+
+// formatValue renders a non-duration setting as the environment spells it.
+func formatValue(v reflect.Value) string {
+	switch v.Kind() {
+	case reflect.Int:
+		return strconv.FormatInt(v.Int(), 10)
+	case reflect.Float64:
+		return strconv.FormatFloat(v.Float(), 'g', -1, 64)
+	case reflect.Bool:
+		return strconv.FormatBool(v.Bool())
+	case reflect.String:
+		return v.String()
+	}
+	return v.String()
+}
