@@ -1,0 +1,179 @@
+package bulkhead
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// Bulkhead limits the number of calls to one external system that run at
+// the same time. Each call takes one permit with [Bulkhead.Acquire] or
+// [Bulkhead.TryAcquire] and gives it back with [Bulkhead.Release].
+//
+// A Bulkhead must be created with [New]; the zero value is not usable. All
+// its methods are safe for concurrent use by multiple goroutines, and a
+// Bulkhead must not be copied after first use.
+type Bulkhead struct {
+	sem      *semaphore.Weighted
+	capacity int64
+	maxWait  time.Duration
+
+	// inFlight counts permits held through this Bulkhead. It is raised only
+	// after the semaphore granted a permit and lowered only before the permit
+	// goes back to the semaphore, so it never exceeds the semaphore's own
+	// count. Release uses it to refuse over-releases, which keeps
+	// semaphore.Release from ever panicking.
+	inFlight atomic.Int64
+	rejected atomic.Uint64
+}
+
+// New returns a Bulkhead with capacity permits.
+//
+// maxWait is the longest time [Bulkhead.Acquire] waits for a permit when
+// none is free; 0 means it rejects at once when the bulkhead is full.
+// New returns an error, never panics, when capacity is less than 1 or
+// maxWait is negative.
+func New(capacity int64, maxWait time.Duration) (*Bulkhead, error) {
+	if capacity < 1 {
+		return nil, fmt.Errorf("bulkhead: capacity must be at least 1, got %d", capacity)
+	}
+	if maxWait < 0 {
+		return nil, fmt.Errorf("bulkhead: max wait must not be negative, got %v", maxWait)
+	}
+	return &Bulkhead{
+		sem:      semaphore.NewWeighted(capacity),
+		capacity: capacity,
+		maxWait:  maxWait,
+	}, nil
+}
+
+// Acquire takes one permit, waiting for at most the bulkhead's maxWait and
+// never past ctx's end. On success the caller must call [Bulkhead.Release]
+// exactly once when its call is done.
+//
+// When a permit is free, Acquire takes it at once without looking at ctx;
+// this path does not allocate. When none is free:
+//
+//   - with a maxWait of 0, Acquire returns [ErrFull] at once;
+//   - otherwise it waits in line. If maxWait passes first it returns
+//     [ErrFull]; if ctx ends first it returns an error that matches both
+//     [ErrFull] and ctx.Err() (and context.Cause(ctx) when that differs)
+//     under [errors.Is].
+//
+// If maxWait and ctx's end fall on the same instant, either error may be
+// returned. On any error no permit is held and the bulkhead is unchanged
+// except that [Bulkhead.Rejected] grows by one. ctx must not be nil.
+//
+// Acquire is safe for concurrent use.
+func (b *Bulkhead) Acquire(ctx context.Context) error {
+	if b.sem.TryAcquire(1) {
+		b.inFlight.Add(1)
+		return nil
+	}
+	if b.maxWait == 0 {
+		b.rejected.Add(1)
+		return ErrFull
+	}
+	return b.acquireSlow(ctx)
+}
+
+// acquireSlow waits for a permit for at most maxWait, bounded by ctx. It is
+// kept out of Acquire so that the fast path stays small and free of the
+// context and timer allocations made here.
+func (b *Bulkhead) acquireSlow(ctx context.Context) error {
+	wctx, cancel := context.WithTimeoutCause(ctx, b.maxWait, errMaxWait)
+	defer cancel()
+
+	// semaphore.Weighted.Acquire leaves the semaphore unchanged on error,
+	// including when a permit was handed over just as wctx ended.
+	err := b.sem.Acquire(wctx, 1)
+	if err == nil {
+		b.inFlight.Add(1)
+		return nil
+	}
+	b.rejected.Add(1)
+	// wctx's cause is errMaxWait only if its own timer fired first; if ctx
+	// ended first, wctx inherited ctx's cause instead.
+	if errors.Is(context.Cause(wctx), errMaxWait) {
+		return ErrFull
+	}
+	return newWaitError(ctx)
+}
+
+// TryAcquire takes one permit only if one is free right now, and reports
+// whether it did. It never blocks and never allocates. A false result
+// counts as one rejection in [Bulkhead.Rejected]. On true the caller must
+// call [Bulkhead.Release] exactly once when its call is done.
+//
+// TryAcquire does not jump the queue: while callers of [Bulkhead.Acquire]
+// are waiting, it returns false.
+//
+// TryAcquire is safe for concurrent use.
+func (b *Bulkhead) TryAcquire() bool {
+	if b.sem.TryAcquire(1) {
+		b.inFlight.Add(1)
+		return true
+	}
+	b.rejected.Add(1)
+	return false
+}
+
+// Release gives back one permit taken by [Bulkhead.Acquire] or
+// [Bulkhead.TryAcquire], handing it to the longest waiter if there is one.
+// It returns nil on success.
+//
+// Calling Release more often than permits were taken is a bug in the
+// caller. Release detects it when no permit is held at all: it then changes
+// nothing, does not panic, and returns [ErrOverRelease]. An unmatched
+// Release made while other callers still hold permits cannot be told apart
+// from theirs; it frees one of their permits early, and the imbalance is
+// reported by whichever Release later finds no permit held. Either way the
+// bulkhead never holds fewer than zero or more than Capacity permits.
+//
+// Release is safe for concurrent use and does not allocate.
+func (b *Bulkhead) Release() error {
+	for {
+		n := b.inFlight.Load()
+		if n <= 0 {
+			return ErrOverRelease
+		}
+		if b.inFlight.CompareAndSwap(n, n-1) {
+			break
+		}
+	}
+	// The semaphore holds at least as many permits as inFlight counted,
+	// plus one for each Release between its decrement and this call, so
+	// this cannot underflow.
+	b.sem.Release(1)
+	return nil
+}
+
+// InFlight returns the number of permits currently held. Under concurrent
+// use it is a snapshot that may already be stale, and it may briefly lag a
+// permit granted a moment ago. It is safe for concurrent use.
+func (b *Bulkhead) InFlight() int64 {
+	return b.inFlight.Load()
+}
+
+// Capacity returns the number of permits the bulkhead was created with.
+// It is safe for concurrent use.
+func (b *Bulkhead) Capacity() int64 {
+	return b.capacity
+}
+
+// MaxWait returns how long [Bulkhead.Acquire] waits for a permit when none
+// is free; 0 means it does not wait. It is safe for concurrent use.
+func (b *Bulkhead) MaxWait() time.Duration {
+	return b.maxWait
+}
+
+// Rejected returns the total number of rejections since [New]: every error
+// returned by [Bulkhead.Acquire] and every false [Bulkhead.TryAcquire].
+// It is safe for concurrent use.
+func (b *Bulkhead) Rejected() uint64 {
+	return b.rejected.Load()
+}
