@@ -1,0 +1,262 @@
+package testutil_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/outbound-go/outbound/internal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// callTimeout bounds every client call that is expected to complete; calls
+// expected to time out use much shorter, explicit bounds.
+const callTimeout = 10 * time.Second
+
+// newClient returns a client with its own Transport, whose idle connections
+// are closed when the test ends.
+func newClient(t *testing.T) (*http.Client, *http.Transport) {
+	t.Helper()
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}, tr
+}
+
+type result struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// do sends a request bounded by timeout and reads the whole body.
+func do(c *http.Client, method, url, body string, timeout time.Duration) (result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		return result{}, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return result{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return result{resp.StatusCode, resp.Header, string(b)}, err
+}
+
+func get(t *testing.T, c *http.Client, url string) result {
+	t.Helper()
+	res, err := do(c, http.MethodGet, url, "", callTimeout)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return res
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// eventually polls cond until it holds or a generous bound passes. It is
+// used only to wait for asynchronous state, never to assert durations.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(callTimeout); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestScriptAnswersInOrderAndRecords(t *testing.T) {
+	c, _ := newClient(t)
+	srv := testutil.Script(t,
+		testutil.Resp{Status: 503},
+		testutil.Resp{Status: 503, Header: http.Header{"X-Attempt": {"2"}}},
+		testutil.Resp{Status: 200, Body: "ok"})
+
+	var got []int
+	for i := range 4 {
+		res, err := do(c, http.MethodPost, srv.URL+"/v1/thing?x=1", "payload", callTimeout)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		got = append(got, res.status)
+		if i == 1 && res.header.Get("X-Attempt") != "2" {
+			t.Errorf("request 2: X-Attempt = %q, want 2", res.header.Get("X-Attempt"))
+		}
+		if res.status == 200 && res.body != "ok" {
+			t.Errorf("request %d: body %q, want ok", i, res.body)
+		}
+	}
+	if want := []int{503, 503, 200, 200}; !equal(got, want) {
+		t.Fatalf("statuses = %v, want %v (last step repeats)", got, want)
+	}
+	if srv.Hits() != 4 || srv.Requests() != 4 {
+		t.Fatalf("Hits() = %d, Requests() = %d, want 4", srv.Hits(), srv.Requests())
+	}
+	for i, r := range srv.Received() {
+		if r.Seq != i+1 || r.Method != http.MethodPost || r.Path != "/v1/thing" ||
+			r.Query != "x=1" || string(r.Body) != "payload" || r.Header.Get("Content-Length") != "7" {
+			t.Errorf("Received()[%d] = %+v", i, r)
+		}
+	}
+}
+
+func TestScriptThreeStepsHitsThree(t *testing.T) {
+	c, _ := newClient(t)
+	srv := testutil.Script(t, testutil.Resp{Status: 503}, testutil.Resp{Status: 503},
+		testutil.Resp{Status: 200, Body: "ok"})
+	var got []int
+	for range 3 {
+		got = append(got, get(t, c, srv.URL).status)
+	}
+	if want := []int{503, 503, 200}; !equal(got, want) || srv.Hits() != 3 {
+		t.Fatalf("statuses = %v, Hits() = %d; want %v and 3", got, srv.Hits(), want)
+	}
+}
+
+func TestFailN(t *testing.T) {
+	c, _ := newClient(t)
+	srv := testutil.Script(t, testutil.FailN(2, http.StatusInternalServerError)...)
+	var got []int
+	for range 4 {
+		got = append(got, get(t, c, srv.URL).status)
+	}
+	if want := []int{500, 500, 200, 200}; !equal(got, want) {
+		t.Fatalf("statuses = %v, want %v", got, want)
+	}
+}
+
+func TestScriptStepHandler(t *testing.T) {
+	c, _ := newClient(t)
+	srv := testutil.Script(t, testutil.Resp{Handler: testutil.Reset()}, testutil.Resp{Body: "ok"})
+	if _, err := do(c, http.MethodGet, srv.URL, "", callTimeout); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("first request: err = %v, want connection reset", err)
+	}
+	if res := get(t, c, srv.URL); res.status != 200 || res.body != "ok" {
+		t.Fatalf("second request = %d %q, want 200 ok", res.status, res.body)
+	}
+}
+
+func TestRetryAfterHeaders(t *testing.T) {
+	c, _ := newClient(t)
+	at := time.Now().Add(90 * time.Second)
+	srv := testutil.Script(t,
+		testutil.Resp{Status: 429, Header: testutil.RetryAfterSeconds(3)},
+		testutil.Resp{Status: 429, Header: testutil.RetryAfterDate(at)})
+
+	if res := get(t, c, srv.URL); res.status != 429 || res.header.Get("Retry-After") != "3" {
+		t.Fatalf("seconds form: %d Retry-After=%q", res.status, res.header.Get("Retry-After"))
+	}
+	res := get(t, c, srv.URL)
+	when, err := http.ParseTime(res.header.Get("Retry-After"))
+	if res.status != 429 || err != nil || !when.Equal(at.UTC().Truncate(time.Second)) {
+		t.Fatalf("date form: %d Retry-After=%q (%v), want %v", res.status,
+			res.header.Get("Retry-After"), err, at.UTC().Truncate(time.Second))
+	}
+}
+
+func TestConnCounterKeepAlive(t *testing.T) {
+	c, _ := newClient(t)
+	srv := testutil.Script(t, testutil.Resp{Body: "ok"})
+	for range 10 {
+		get(t, c, srv.URL) // reads the body to EOF, so the conn is reused
+	}
+	if srv.Conns() != 1 || srv.Requests() != 10 || srv.MaxActive() != 1 {
+		t.Fatalf("Conns=%d Requests=%d MaxActive=%d, want 1, 10, 1",
+			srv.Conns(), srv.Requests(), srv.MaxActive())
+	}
+}
+
+func TestConnCounterConcurrent(t *testing.T) {
+	const n = 5
+	c, _ := newClient(t)
+	gate := testutil.NewGate(testutil.Resp{Body: "ok"})
+	srv := testutil.NewServer(t, gate)
+
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := do(c, http.MethodGet, srv.URL, "", callTimeout)
+			errs <- err
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	// All n requests in flight at once force n separate connections.
+	if err := gate.WaitParked(ctx, n); err != nil {
+		t.Fatalf("waiting for %d parked requests: %v (parked %d)", n, err, gate.Parked())
+	}
+	if srv.Active() != n {
+		t.Errorf("Active() = %d while parked, want %d", srv.Active(), n)
+	}
+	gate.Open()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("request: %v", err)
+		}
+	}
+	if srv.Conns() != n || srv.MaxActive() != n || srv.Requests() != n {
+		t.Fatalf("Conns=%d MaxActive=%d Requests=%d, want %d each",
+			srv.Conns(), srv.MaxActive(), srv.Requests(), n)
+	}
+}
+
+func TestLargeBodyReuse(t *testing.T) {
+	c, _ := newClient(t)
+	srv := testutil.Script(t, testutil.LargeBody(http.StatusInternalServerError, testutil.LargeBodySize))
+
+	// Drained bodies let the connection be reused.
+	for range 2 {
+		if res := get(t, c, srv.URL); res.status != 500 || len(res.body) != testutil.LargeBodySize {
+			t.Fatalf("got %d with %d bytes, want 500 with %d", res.status, len(res.body), testutil.LargeBodySize)
+		}
+	}
+	if srv.Conns() != 1 {
+		t.Fatalf("after draining: Conns() = %d, want 1", srv.Conns())
+	}
+
+	// Closing without draining throws the connection away.
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ContentLength != testutil.LargeBodySize {
+		t.Errorf("ContentLength = %d, want %d", resp.ContentLength, testutil.LargeBodySize)
+	}
+	resp.Body.Close()
+	get(t, c, srv.URL)
+	if srv.Conns() != 2 {
+		t.Fatalf("after an undrained body: Conns() = %d, want 2", srv.Conns())
+	}
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
