@@ -1,0 +1,294 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/config"
+	"github.com/sony/gobreaker/v2"
+)
+
+// retryRoundTrip runs the retry stage: it sends attempts through the
+// breaker until one gives a response the caller should see, the policy
+// allows no more, or the deadline would pass. req carries the call's
+// capped context.
+func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
+	maxAttempts := 1
+	if c.cfg.Retries > 0 && replayable(req) {
+		maxAttempts = 1 + c.cfg.Retries
+	}
+	ctx := req.Context()
+	var start time.Time
+	if len(c.observers) > 0 {
+		start = time.Now()
+	}
+	var lastErr error
+	for n := 1; ; n++ {
+		areq := req
+		if n > 1 {
+			if req.GetBody != nil {
+				b, err := req.GetBody()
+				if err != nil {
+					return nil, c.fail(req, OpTransport, n-1, 0, fmt.Errorf("replaying body: %w", err), start)
+				}
+				areq = req.Clone(ctx)
+				areq.Body = b
+			}
+		}
+		if _, ok := ctx.Deadline(); ok {
+			if areq == req {
+				areq = shallowWithHeader(req)
+			}
+			capbudget.SetHeader(areq.Header, ctx)
+		}
+
+		resp, err, op := c.attempt(areq, n)
+		switch {
+		case op == OpBreaker:
+			if lastErr != nil {
+				err = errors.Join(err, lastErr)
+			}
+			c.stats.breakerRejected.Add(1)
+			return nil, c.failWith(req, err, n-1, OutcomeBreakerOpen, start)
+		case err == nil && !retryableStatus(resp.StatusCode):
+			c.stats.ok.Add(1)
+			c.observeCall(req, n, resp.StatusCode, nil, OutcomeOK, start)
+			return resp, nil
+		case err != nil && (op == OpCanceled || op == OpBudgetTimeout || op == OpCallTimeout):
+			// The deadline or the caller ended the call: no retry.
+			return nil, c.fail(req, op, n, 0, withCause(err, ctx), start)
+		}
+
+		// A temporary failure: retry if the policy and the clock allow.
+		var wait time.Duration
+		status := 0
+		last := n >= maxAttempts
+		if err == nil {
+			status = resp.StatusCode
+			ra, hasRA := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+			switch {
+			case hasRA && ra > c.cfg.RetryAfterMax:
+				last = true // the hint is longer than we honour: the caller gets the response
+			case hasRA:
+				wait = ra
+			}
+		}
+		if !last && wait == 0 {
+			wait = backoff(c.cfg.BackoffBase, c.cfg.BackoffMax, n)
+		}
+		if last {
+			if err == nil {
+				// Retries ran out on a status: the caller gets the last
+				// response, body intact, as http.Client would.
+				c.stats.gaveUp.Add(1)
+				c.observeCall(req, n, status, nil, OutcomeGaveUp, start)
+				return resp, nil
+			}
+			return nil, c.fail(req, op, n, 0, withCause(err, ctx), start)
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+			// Waiting would pass the deadline: stop now with the last
+			// failure and the deadline both visible.
+			cause := fmt.Errorf("retry in %v would pass the call's deadline (%v left): %w",
+				wait.Round(time.Millisecond), time.Until(dl).Round(time.Millisecond), context.DeadlineExceeded)
+			if err == nil {
+				drainClose(resp.Body)
+				return nil, c.fail(req, OpStatus, n, status, fmt.Errorf("%w; last status %d", cause, status), start)
+			}
+			return nil, c.fail(req, op, n, 0, errors.Join(err, cause), start)
+		}
+		if !c.budget.retry(time.Now()) {
+			c.stats.retryBudgetDenied.Add(1)
+			if err == nil {
+				c.observeCall(req, n, status, ErrRetryBudget, OutcomeRetryBudget, start)
+				return resp, nil
+			}
+			return nil, c.failWith(req, &Error{System: c.name, Op: op, Method: req.Method, URL: redactedURL(req), Attempts: n,
+				Err: errors.Join(err, ErrRetryBudget)}, n, OutcomeRetryBudget, start)
+		}
+		if err == nil {
+			drainClose(resp.Body)
+			lastErr = fmt.Errorf("status %d", status)
+		} else {
+			lastErr = err
+		}
+		c.stats.retries.Add(1)
+		if !sleep(ctx, wait) {
+			e := withCause(lastErr, ctx)
+			if status != 0 {
+				return nil, c.fail(req, OpStatus, n, status, e, start)
+			}
+			return nil, c.fail(req, classify(ctx, lastErr), n, 0, e, start)
+		}
+	}
+}
+
+// attempt sends one attempt through the breaker. op classifies err.
+func (c *Client) attempt(req *http.Request, n int) (*http.Response, error, Op) {
+	var t0 time.Time
+	if len(c.observers) > 0 {
+		t0 = time.Now()
+	}
+	var op Op
+	resp, err := c.cb.Execute(func() (*http.Response, error) {
+		resp, err := c.rt.RoundTrip(req)
+		if err != nil {
+			op = classify(req.Context(), err)
+			if op == OpCanceled || op == OpBudgetTimeout {
+				return nil, &excludedError{err}
+			}
+			return nil, err
+		}
+		if breakerFailureStatus(resp.StatusCode) {
+			return resp, errFailedStatus
+		}
+		return resp, nil
+	})
+	switch {
+	case errors.Is(err, gobreaker.ErrOpenState):
+		resp, err, op = nil, c.errOpen, OpBreaker
+	case errors.Is(err, gobreaker.ErrTooManyRequests):
+		resp, err, op = nil, c.errProbes, OpBreaker
+	case err == errFailedStatus:
+		err = nil
+	default:
+		var ex *excludedError
+		if errors.As(err, &ex) {
+			err = ex.err
+		}
+	}
+	if len(c.observers) > 0 {
+		ev := AttemptEvent{System: c.name, Method: req.Method, Host: req.URL.Host, Path: req.URL.Path,
+			Attempt: n, Err: err, Duration: time.Since(t0), Outcome: OutcomeOK}
+		if resp != nil {
+			ev.Status = resp.StatusCode
+			if retryableStatus(resp.StatusCode) {
+				ev.Outcome = OutcomeRetry
+			}
+		} else {
+			ev.Outcome = OutcomeRetry
+			if op == OpBreaker {
+				ev.Outcome = OutcomeBreakerOpen
+			}
+		}
+		for _, o := range c.observers {
+			o.ObserveAttempt(ev)
+		}
+	}
+	return resp, err, op
+}
+
+// classify names the phase a transport error comes from. ctx is the
+// call's capped context.
+func classify(ctx context.Context, err error) Op {
+	if ctx.Err() != nil {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, capbudget.ErrCallTimeout):
+			return OpCallTimeout
+		case errors.Is(cause, capbudget.ErrExhausted):
+			return OpBudgetTimeout
+		case errors.Is(cause, context.DeadlineExceeded):
+			return OpBudgetTimeout
+		default:
+			return OpCanceled
+		}
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		if op.Timeout() {
+			return OpConnectTimeout
+		}
+		return OpConnect
+	}
+	// net/http exports no type for these two timeouts; match the text
+	// it has used since Go 1.3.
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "TLS handshake timeout"):
+		return OpTLSTimeout
+	case strings.Contains(msg, "timeout awaiting response headers"):
+		return OpReadTimeout
+	}
+	return OpTransport
+}
+
+// withCause joins err with the context's cause when the context ended.
+func withCause(err error, ctx context.Context) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	cause := context.Cause(ctx)
+	if errors.Is(err, cause) {
+		return err
+	}
+	return errors.Join(err, cause)
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// shallowWithHeader copies req with a copy of its header map (values
+// shared), so that the attempt's headers can be set without touching the
+// caller's request.
+func shallowWithHeader(req *http.Request) *http.Request {
+	r := *req
+	h := make(http.Header, len(req.Header)+1)
+	for k, v := range req.Header {
+		h[k] = v
+	}
+	r.Header = h
+	return &r
+}
+
+// redactedURL renders req's URL without userinfo or token-like query
+// values.
+func redactedURL(req *http.Request) string {
+	if req.URL == nil {
+		return ""
+	}
+	return config.RedactURL(req.URL.String())
+}
+
+func (c *Client) fail(req *http.Request, op Op, attempts, status int, err error, start time.Time) error {
+	out := OutcomeGaveUp
+	if op == OpCanceled {
+		out = OutcomeCanceled
+	}
+	c.stats.gaveUp.Add(1)
+	return c.failWith(req, &Error{System: c.name, Op: op, Method: req.Method, URL: redactedURL(req),
+		Attempts: attempts, StatusCode: status, Err: err}, attempts, out, start)
+}
+
+func (c *Client) failWith(req *http.Request, err error, attempts int, out Outcome, start time.Time) error {
+	c.observeCall(req, attempts, 0, err, out, start)
+	return err
+}
+
+func (c *Client) observeCall(req *http.Request, attempts, status int, err error, out Outcome, start time.Time) {
+	if len(c.observers) == 0 {
+		return
+	}
+	ev := CallEvent{System: c.name, Method: req.Method, Attempts: attempts, Status: status, Err: err,
+		Duration: time.Since(start), Outcome: out}
+	for _, o := range c.observers {
+		o.ObserveCall(ev)
+	}
+}

@@ -1,0 +1,58 @@
+package registry
+
+import (
+	"context"
+	"io"
+	"sync/atomic"
+)
+
+// permit is one call's bulkhead permit and deadline. It is given back
+// exactly once: when the body is closed or read to EOF, when the call
+// fails, or when the call's deadline fires, whichever comes first, so a
+// caller that forgets to close a body holds the permit no longer than the
+// call's deadline.
+type permit struct {
+	c        *Client
+	cancel   context.CancelFunc
+	stop     func() bool
+	released atomic.Bool
+}
+
+// release gives the permit back; it runs at most once.
+func (p *permit) release() {
+	if p.released.CompareAndSwap(false, true) {
+		_ = p.c.bh.Release()
+	}
+}
+
+// done ends the call: the permit goes back and the deadline's timer stops.
+func (p *permit) done() {
+	p.stop()
+	p.release()
+	p.cancel()
+}
+
+// body hands the permit back when the caller is done with the response.
+type body struct {
+	rc  io.ReadCloser
+	p   *permit
+	eof atomic.Bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF && b.eof.CompareAndSwap(false, true) {
+		// The permit goes back at EOF, but the context is cancelled only
+		// at Close: cancelling now would not lose data, yet Close is what
+		// returns the connection to the pool.
+		b.p.stop()
+		b.p.release()
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	err := b.rc.Close()
+	b.p.done()
+	return err
+}

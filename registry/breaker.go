@@ -1,0 +1,68 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/outbound-go/outbound/config"
+	"github.com/sony/gobreaker/v2"
+)
+
+// excludedError marks an attempt outcome the breaker neither counts as a
+// success nor as a failure: the caller's cancellation or spent budget.
+type excludedError struct{ err error }
+
+func (e *excludedError) Error() string { return e.err.Error() }
+func (e *excludedError) Unwrap() error { return e.err }
+
+// errFailedStatus marks an attempt that got a response the breaker counts
+// as a failure (408, 429, 5xx). The response travels with it.
+var errFailedStatus = errors.New("failed status")
+
+// breakerFailureStatus reports whether a status counts as a failure of the
+// upstream: 408, 429 and every 5xx.
+func breakerFailureStatus(code int) bool {
+	return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500
+}
+
+func newBreaker(name string, c config.Client, onChange func(from, to gobreaker.State)) *gobreaker.CircuitBreaker[*http.Response] {
+	minReq := uint32(c.BreakerMinRequests)
+	ratio := c.BreakerFailureRatio
+	return gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
+		Name:         name,
+		MaxRequests:  uint32(c.BreakerHalfOpenProbes),
+		Interval:     c.BreakerWindow,
+		BucketPeriod: c.BreakerWindow / 10,
+		Timeout:      c.BreakerOpenTimeout,
+		ReadyToTrip: func(n gobreaker.Counts) bool {
+			judged := n.TotalSuccesses + n.TotalFailures
+			return judged >= minReq && float64(n.TotalFailures) >= ratio*float64(judged)
+		},
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			if onChange != nil {
+				onChange(from, to)
+			}
+		},
+		IsSuccessful: func(err error) bool { return err == nil },
+		IsExcluded: func(err error) bool {
+			var ex *excludedError
+			return errors.As(err, &ex)
+		},
+	})
+}
+
+func breakerState(s gobreaker.State) BreakerState {
+	switch s {
+	case gobreaker.StateOpen:
+		return BreakerOpen
+	case gobreaker.StateHalfOpen:
+		return BreakerHalfOpen
+	}
+	return BreakerClosed
+}
+
+// openError builds the error of a call the breaker refused.
+func openError(system string, cause error) *Error {
+	return &Error{System: system, Op: OpBreaker, Err: fmt.Errorf("%w (%w)", ErrCircuitOpen, cause)}
+}

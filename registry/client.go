@@ -1,0 +1,223 @@
+package registry
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbound-go/outbound/bulkhead"
+	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/config"
+	"github.com/sony/gobreaker/v2"
+)
+
+// Client is the resilient HTTP client of one external system. Use [Do],
+// or [HTTPClient] for libraries that take an *http.Client; both run the
+// same pipeline. A Client is safe for concurrent use.
+type Client struct {
+	name      string
+	cfg       config.Client
+	loaded    config.Loaded
+	base      *url.URL
+	transport *http.Transport
+	rt        http.RoundTripper // transport, maybe wrapped for tracing
+	bh        *bulkhead.Bulkhead
+	cb        *gobreaker.CircuitBreaker[*http.Response]
+	budget    *retryBudget
+	observers []Observer
+	closed    *atomic.Bool // the registry's
+
+	redirects http.Client  // Do's engine: follows redirects inside one permit and one deadline
+	outer     *http.Client // HTTPClient(): the whole pipeline per request
+
+	// Prebuilt errors of the fast-fail paths, so rejecting costs no
+	// allocation.
+	errFull, errSpent, errOpen, errProbes, errClosed *Error
+
+	stats counters
+}
+
+type counters struct {
+	calls, ok, retries, gaveUp, breakerRejected, budgetRejected, retryBudgetDenied, capped atomic.Uint64
+}
+
+func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Config) (*Client, error) {
+	base, err := url.Parse(l.Client.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	bh, err := bulkhead.New(int64(l.Client.MaxConcurrent), l.Client.BulkheadMaxWait)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		name:      l.Name,
+		cfg:       l.Client,
+		loaded:    l,
+		base:      base,
+		bh:        bh,
+		budget:    newRetryBudget(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),
+		observers: o.observers,
+		closed:    closed,
+	}
+	c.transport = newTransport(l.Client, tlsConf)
+	c.rt = c.transport
+	if o.wrap != nil {
+		c.rt = o.wrap(l.Name, c.transport)
+	}
+	c.cb = newBreaker(l.Name, l.Client, c.breakerChanged)
+	c.errFull = &Error{System: l.Name, Op: OpBulkhead, Err: bulkhead.ErrFull}
+	c.errSpent = &Error{System: l.Name, Op: OpBudget, Err: capbudget.ErrExhausted}
+	c.errOpen = openError(l.Name, gobreaker.ErrOpenState)
+	c.errProbes = openError(l.Name, gobreaker.ErrTooManyRequests)
+	c.errClosed = &Error{System: l.Name, Op: OpClosed, Err: ErrClosed}
+	policy := redirectPolicy(l.Client, base)
+	c.redirects = http.Client{Transport: retryTransport{c}, CheckRedirect: policy}
+	c.outer = &http.Client{Transport: pipelineTransport{c}, CheckRedirect: policy}
+	return c, nil
+}
+
+// Name returns the system's name.
+func (c *Client) Name() string { return c.name }
+
+// Config returns the system's effective settings.
+func (c *Client) Config() config.Client { return c.cfg }
+
+// BaseURL returns a copy of the system's base URL.
+func (c *Client) BaseURL() *url.URL { u := *c.base; return &u }
+
+// HTTPClient returns an *http.Client whose every request runs the whole
+// pipeline, for generated SDKs and libraries that accept one. Its Timeout
+// is zero: CALL_TIMEOUT and the caller's budget bound each request
+// instead. Redirects follow the system's policy; each followed redirect is
+// a request of its own, with its own permit and deadline, all inside the
+// caller's deadline. Relative URLs resolve against BASE_URL.
+func (c *Client) HTTPClient() *http.Client { return c.outer }
+
+// Do sends req through the pipeline and returns the response, or an error
+// that is or wraps an [*Error] naming the system. A relative req.URL
+// ("/v1/stock/42", "stock/42") is joined to BASE_URL's path.
+//
+// As with http.Client.Do, a non-2xx status is not an error, the caller
+// must close the body, and the body is read under the call's deadline:
+// CALL_TIMEOUT, or the caller's remaining budget less 100ms if that is
+// sooner. Redirects followed by Do stay inside that one deadline and one
+// bulkhead permit.
+func (c *Client) Do(req *http.Request) (*http.Response, error) {
+	return c.call(req, c.redirects.Do)
+}
+
+// pipelineTransport is HTTPClient's transport: the whole pipeline per
+// request.
+type pipelineTransport struct{ c *Client }
+
+func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return p.c.call(req, p.c.retryRoundTrip)
+}
+
+// retryTransport runs the retry, breaker and transport stages.
+type retryTransport struct{ c *Client }
+
+func (r retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return r.c.retryRoundTrip(req)
+}
+
+// call runs the bulkhead and budget stages around send.
+func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	if c.closed.Load() {
+		closeBody(req)
+		return nil, c.errClosed
+	}
+	ctx := req.Context()
+	// Fast failures first: no allocation, no goroutine, no I/O.
+	if err := capbudget.Check(ctx, capbudget.DefaultReserve); err != nil {
+		closeBody(req)
+		if errors.Is(err, capbudget.ErrExhausted) {
+			c.stats.budgetRejected.Add(1)
+			c.observeRejected(req, OutcomeBudgetSpent, c.errSpent)
+			return nil, c.errSpent
+		}
+		c.observeRejected(req, OutcomeCanceled, err)
+		return nil, &Error{System: c.name, Op: OpCanceled, Err: err}
+	}
+	if c.cb.State() == gobreaker.StateOpen {
+		closeBody(req)
+		c.stats.breakerRejected.Add(1)
+		c.observeRejected(req, OutcomeBreakerOpen, c.errOpen)
+		return nil, c.errOpen
+	}
+	if !c.bh.TryAcquire() {
+		if c.cfg.BulkheadMaxWait == 0 {
+			closeBody(req)
+			c.observeRejected(req, OutcomeBulkheadFull, c.errFull)
+			return nil, c.errFull
+		}
+		if err := c.bh.Acquire(ctx); err != nil {
+			closeBody(req)
+			c.observeRejected(req, OutcomeBulkheadFull, err)
+			return nil, &Error{System: c.name, Op: OpBulkhead, Err: err}
+		}
+	}
+	c.stats.calls.Add(1)
+	c.budget.call(time.Now())
+
+	if rem, ok := capbudget.Remaining(ctx, capbudget.DefaultReserve); ok && rem < c.cfg.CallTimeout {
+		c.stats.capped.Add(1)
+	}
+	capped, cancel := capbudget.CapWith(ctx, c.cfg.CallTimeout, capbudget.DefaultReserve)
+	r2 := req.WithContext(capped)
+	if r2.URL != nil && r2.URL.Host == "" {
+		r2.URL = c.resolve(r2.URL)
+	}
+	p := &permit{c: c, cancel: cancel}
+	p.stop = context.AfterFunc(capped, p.release)
+
+	resp, err := send(r2)
+	if err != nil {
+		p.done()
+		return nil, err
+	}
+	resp.Body = &body{rc: resp.Body, p: p}
+	return resp, nil
+}
+
+// resolve joins a relative URL to BASE_URL: the path is appended to the
+// base path, and the query is the base query followed by the request's.
+func (c *Client) resolve(rel *url.URL) *url.URL {
+	u := *c.base
+	u.Path = strings.TrimSuffix(c.base.Path, "/") + "/" + strings.TrimPrefix(rel.Path, "/")
+	if rel.RawPath != "" || c.base.RawPath != "" {
+		u.RawPath = strings.TrimSuffix(c.base.EscapedPath(), "/") + "/" + strings.TrimPrefix(rel.EscapedPath(), "/")
+	}
+	switch {
+	case c.base.RawQuery == "":
+		u.RawQuery = rel.RawQuery
+	case rel.RawQuery != "":
+		u.RawQuery = c.base.RawQuery + "&" + rel.RawQuery
+	}
+	u.Fragment = ""
+	return &u
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+func (c *Client) breakerChanged(from, to gobreaker.State) {
+	for _, o := range c.observers {
+		o.ObserveBreaker(c.name, breakerState(from), breakerState(to))
+	}
+}
+
+func (c *Client) observeRejected(req *http.Request, out Outcome, err error) {
+	for _, o := range c.observers {
+		o.ObserveCall(CallEvent{System: c.name, Method: req.Method, Err: err, Outcome: out})
+	}
+}

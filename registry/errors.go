@@ -1,0 +1,97 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+var (
+	// ErrUnknownSystem is returned by [Registry.Client] for a name that
+	// was not declared.
+	ErrUnknownSystem = errors.New("outbound: unknown system")
+	// ErrCircuitOpen matches calls rejected by an open (or saturated
+	// half-open) circuit breaker. It wraps gobreaker's ErrOpenState or
+	// ErrTooManyRequests.
+	ErrCircuitOpen = errors.New("outbound: circuit open")
+	// ErrClosed matches calls made after [Registry.Close].
+	ErrClosed = errors.New("outbound: registry closed")
+	// ErrRetryBudget matches a call that stopped retrying because the
+	// system's retry budget was spent.
+	ErrRetryBudget = errors.New("outbound: retry budget spent")
+)
+
+// Op names the stage of the pipeline or the phase of the attempt an
+// [*Error] comes from.
+type Op string
+
+// The ops an [*Error] can carry.
+const (
+	OpBulkhead       Op = "bulkhead"        // no permit (bulkhead.ErrFull)
+	OpBudget         Op = "budget"          // caller's budget spent before any I/O
+	OpBreaker        Op = "breaker"         // circuit open, no I/O
+	OpConnect        Op = "connect"         // TCP connect failed
+	OpConnectTimeout Op = "connect timeout" // no TCP handshake within CONNECT_TIMEOUT
+	OpTLSTimeout     Op = "tls handshake timeout"
+	OpReadTimeout    Op = "read timeout"   // no response headers within READ_TIMEOUT
+	OpCallTimeout    Op = "call timeout"   // CALL_TIMEOUT passed
+	OpBudgetTimeout  Op = "budget timeout" // the caller's deadline (minus reserve) passed
+	OpCanceled       Op = "canceled"       // the caller cancelled
+	OpTransport      Op = "transport"      // any other transport error
+	OpStatus         Op = "status"         // gave up on a temporary status
+	OpClosed         Op = "closed"
+)
+
+// Error is the error of a call that did not return a response. It names
+// the system and the stage that failed, and unwraps to the cause: the
+// package sentinels, bulkhead.ErrFull, capbudget.ErrExhausted, the
+// transport's error, context errors.
+type Error struct {
+	System   string
+	Op       Op
+	Method   string // empty for fast failures
+	URL      string // redacted; empty for fast failures
+	Attempts int    // attempts sent; 0 when nothing was sent
+	// StatusCode is the last temporary status seen when the call gave up
+	// on a status it could not retry in time (e.g. 429 with a Retry-After
+	// past the deadline); 0 otherwise.
+	StatusCode int
+	Err        error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("outbound ")
+	b.WriteString(e.System)
+	b.WriteString(": ")
+	if e.Method != "" {
+		b.WriteString(e.Method)
+		b.WriteByte(' ')
+		b.WriteString(e.URL)
+		b.WriteString(": ")
+	}
+	b.WriteString(string(e.Op))
+	if e.StatusCode != 0 {
+		fmt.Fprintf(&b, " (last status %d)", e.StatusCode)
+	}
+	if e.Attempts > 1 {
+		fmt.Fprintf(&b, " after %d attempts", e.Attempts)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Timeout reports whether the call failed on a timeout of any phase, as
+// net.Error does.
+func (e *Error) Timeout() bool {
+	switch e.Op {
+	case OpConnectTimeout, OpTLSTimeout, OpReadTimeout, OpCallTimeout, OpBudgetTimeout:
+		return true
+	}
+	return false
+}

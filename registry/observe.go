@@ -1,0 +1,122 @@
+package registry
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Outcome says how an attempt or a call ended.
+type Outcome uint8
+
+// The outcomes of attempts and calls.
+const (
+	OutcomeOK           Outcome = iota // a response the caller gets (any status not retried)
+	OutcomeRetry                       // attempt failed and will be retried
+	OutcomeGaveUp                      // failed and retries ran out, were not allowed, or would pass the deadline
+	OutcomeBreakerOpen                 // rejected by the breaker, no I/O
+	OutcomeBulkheadFull                // rejected by the bulkhead, no I/O
+	OutcomeBudgetSpent                 // the caller's budget was spent before any I/O
+	OutcomeRetryBudget                 // a retry was denied by the retry budget
+	OutcomeCanceled                    // the caller cancelled
+)
+
+var outcomeNames = [...]string{"ok", "retry", "gave_up", "breaker_open", "bulkhead_full", "budget_spent", "retry_budget_spent", "canceled"}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// AttemptEvent describes one attempt sent to the transport (or refused by
+// the breaker).
+type AttemptEvent struct {
+	System   string
+	Method   string
+	Host     string
+	Path     string // the request path; set a template with WithPathTemplate
+	Attempt  int    // 1 for the first attempt
+	Status   int    // 0 when there was no response
+	Err      error  // nil when there was a response
+	Duration time.Duration
+	Outcome  Outcome
+}
+
+// CallEvent describes one call from the caller's point of view, from entry
+// to the response headers (or the error).
+type CallEvent struct {
+	System   string
+	Method   string
+	Attempts int
+	Status   int
+	Err      error
+	Duration time.Duration
+	Outcome  Outcome
+}
+
+// BreakerState is the state of a system's circuit breaker.
+type BreakerState string
+
+// The breaker states, as gobreaker names them.
+const (
+	BreakerClosed   BreakerState = "closed"
+	BreakerHalfOpen BreakerState = "half-open"
+	BreakerOpen     BreakerState = "open"
+)
+
+// Observer receives the events of every client of a registry: metrics,
+// logs, traces, a status page. Methods are called synchronously on the
+// call's goroutine and must be quick; ObserveBreaker runs while the
+// breaker holds its lock, so it must never call back into the client.
+// Implementations must be safe for concurrent use.
+type Observer interface {
+	ObserveAttempt(AttemptEvent)
+	ObserveCall(CallEvent)
+	ObserveBreaker(system string, from, to BreakerState)
+}
+
+// Option configures a registry in code. Settings that operators tune live
+// in the environment (package config); options are for what only code
+// can give: observers, loggers, transport wrappers.
+type Option interface {
+	apply(*options)
+}
+
+type options struct {
+	observers []Observer
+	logger    *slog.Logger
+	wrap      func(system string, rt http.RoundTripper) http.RoundTripper
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// WithObserver adds an observer of every attempt, call and breaker
+// transition. Several may be added; they run in order.
+func WithObserver(o Observer) Option {
+	return optionFunc(func(opts *options) { opts.observers = append(opts.observers, o) })
+}
+
+// WithLogger logs one record per attempt (Debug for successes, Info for
+// retries and failures) and every breaker transition (Warn). The default
+// logs nothing. Records never carry secrets: URLs are logged as host and
+// path only.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(opts *options) { opts.logger = l })
+}
+
+// WithTransportWrapper wraps each system's transport, inside the breaker
+// (so it sees every attempt). Use it for tracing, e.g.
+//
+//	registry.WithTransportWrapper(func(system string, rt http.RoundTripper) http.RoundTripper {
+//		return otelhttp.NewTransport(rt)
+//	})
+//
+// The wrapper must return a RoundTripper that honours the request's
+// context.
+func WithTransportWrapper(wrap func(system string, rt http.RoundTripper) http.RoundTripper) Option {
+	return optionFunc(func(opts *options) { opts.wrap = wrap })
+}

@@ -1,0 +1,73 @@
+package registry
+
+import (
+	"github.com/outbound-go/outbound/config"
+)
+
+// BreakerCounts are the breaker's counts in its current window (closed)
+// or state (half-open).
+type BreakerCounts struct {
+	Requests             uint32 `json:"requests"`
+	Successes            uint32 `json:"successes"`
+	Failures             uint32 `json:"failures"`
+	Exclusions           uint32 `json:"exclusions"`
+	ConsecutiveSuccesses uint32 `json:"consecutive_successes"`
+	ConsecutiveFailures  uint32 `json:"consecutive_failures"`
+}
+
+// Status is a snapshot of one client, for health checks, metrics and the
+// status page. Counters are totals since the registry was built.
+type Status struct {
+	System        string        `json:"system"`
+	Breaker       BreakerState  `json:"breaker"`
+	BreakerCounts BreakerCounts `json:"breaker_counts"`
+	InFlight      int64         `json:"in_flight"`
+	Capacity      int64         `json:"capacity"`
+
+	Calls             uint64 `json:"calls"`               // calls admitted by the bulkhead
+	OK                uint64 `json:"ok"`                  // calls answered with a response not retried
+	Retries           uint64 `json:"retries"`             // retries sent
+	GaveUp            uint64 `json:"gave_up"`             // calls that ended on a failure
+	BulkheadRejected  uint64 `json:"bulkhead_rejected"`   // calls refused by the bulkhead
+	BreakerRejected   uint64 `json:"breaker_rejected"`    // calls refused by the breaker
+	BudgetRejected    uint64 `json:"budget_rejected"`     // calls refused because the caller's budget was spent
+	BudgetCapped      uint64 `json:"budget_capped"`       // calls whose deadline came from the caller's budget
+	RetryBudgetDenied uint64 `json:"retry_budget_denied"` // retries refused by the retry budget
+
+	Config []config.Var `json:"config"` // effective settings, redacted
+}
+
+// Status returns a snapshot of the client.
+func (c *Client) Status() Status {
+	n := c.cb.Counts()
+	return Status{
+		System:  c.name,
+		Breaker: breakerState(c.cb.State()),
+		BreakerCounts: BreakerCounts{
+			Requests: n.Requests, Successes: n.TotalSuccesses, Failures: n.TotalFailures,
+			Exclusions: n.TotalExclusions, ConsecutiveSuccesses: n.ConsecutiveSuccesses,
+			ConsecutiveFailures: n.ConsecutiveFailures,
+		},
+		InFlight:          c.bh.InFlight(),
+		Capacity:          c.bh.Capacity(),
+		Calls:             c.stats.calls.Load(),
+		OK:                c.stats.ok.Load(),
+		Retries:           c.stats.retries.Load(),
+		GaveUp:            c.stats.gaveUp.Load(),
+		BulkheadRejected:  c.bh.Rejected(),
+		BreakerRejected:   c.stats.breakerRejected.Load(),
+		BudgetRejected:    c.stats.budgetRejected.Load(),
+		BudgetCapped:      c.stats.capped.Load(),
+		RetryBudgetDenied: c.stats.retryBudgetDenied.Load(),
+		Config:            c.loaded.Vars(),
+	}
+}
+
+// Status returns a snapshot of every client, in declaration order.
+func (r *Registry) Status() []Status {
+	out := make([]Status, 0, len(r.names))
+	for _, n := range r.names {
+		out = append(out, r.clients[n].Status())
+	}
+	return out
+}
