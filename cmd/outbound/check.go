@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/outbound-go/outbound/config"
+)
+
+// checkReport is the JSON form of `outbound check --json`.
+type checkReport struct {
+	Valid    bool             `json:"valid"`
+	Systems  []checkSystem    `json:"systems"`
+	Problems []config.Problem `json:"problems"`
+}
+
+type checkSystem struct {
+	Name   string       `json:"name"`
+	Prefix string       `json:"prefix"`
+	OK     bool         `json:"ok"`
+	Vars   []config.Var `json:"vars"`
+}
+
+func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("check", "[--system NAME]... [--json]",
+		"Loads every declared system from the environment and prints one line per\n"+
+			"system (ok or FAIL, with its main settings, secrets redacted), then every\n"+
+			"problem, one per line. Exit 0 when valid, 1 when not, 2 when no system is\n"+
+			"declared.", stderr)
+	var systems systemFlag
+	fs.Var(&systems, "system", "declare system `NAME` in addition to "+systemsVar+" (repeatable, or comma separated)")
+	asJSON := fs.Bool("json", false, "print one JSON object: {valid, systems: [{name, prefix, ok, vars}], problems}")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if !declared(systems) {
+		fmt.Fprintln(stderr, "outbound check: "+noSystems)
+		return exitUsage
+	}
+
+	loaded, probs, err := load(systems)
+	if err != nil {
+		fmt.Fprintf(stderr, "outbound check: %v\n", err)
+		return exitInvalid
+	}
+	failed := make(map[string]bool)
+	for _, p := range probs {
+		if p.System != "" {
+			failed[p.System] = true
+		}
+	}
+	code := exitOK
+	if len(probs) > 0 {
+		code = exitInvalid
+	}
+
+	if *asJSON {
+		r := checkReport{
+			Valid:    len(probs) == 0,
+			Systems:  make([]checkSystem, 0, len(loaded)),
+			Problems: probs,
+		}
+		if r.Problems == nil {
+			r.Problems = []config.Problem{}
+		}
+		for _, l := range loaded {
+			r.Systems = append(r.Systems, checkSystem{
+				Name: l.Name, Prefix: l.Prefix, OK: !failed[l.Name], Vars: l.Vars(),
+			})
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false) // URLs keep their & and <>
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			fmt.Fprintf(stderr, "outbound check: %v\n", err)
+			return exitInvalid
+		}
+		return code
+	}
+
+	for _, l := range loaded {
+		marker := "ok   "
+		if failed[l.Name] {
+			marker = "FAIL "
+		}
+		fmt.Fprintln(stdout, marker+l.Summary())
+	}
+	for _, p := range probs {
+		fmt.Fprintln(stdout, "  "+p.Error())
+	}
+	fmt.Fprintf(stdout, "%s, %s\n", plural(len(loaded), "system"), plural(len(probs), "problem"))
+	return code
+}
