@@ -89,18 +89,18 @@ func (f *field) format(v reflect.Value) string {
 	return s
 }
 
-// formatDuration prints 2s rather than 2s0ms-like noise: time.Duration's
-// String is already Go syntax, but "0s" reads better as "0".
+// formatDuration prints a duration in Go syntax without zero tails:
+// 1m rather than 1m0s, 1h rather than 1h0m0s, 0 rather than 0s.
 func formatDuration(d time.Duration) string {
 	if d == 0 {
 		return "0"
 	}
 	s := d.String()
-	// 1m0s -> 1m, 1h0m0s -> 1h
-	s = strings.TrimSuffix(s, "0s")
-	s = strings.TrimSuffix(s, "0m")
-	if s == "" || strings.HasSuffix(s, "h") || strings.HasSuffix(s, "m") || strings.HasSuffix(s, "s") {
-		return s
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
 	}
-	return d.String()
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }

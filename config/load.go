@@ -109,6 +109,9 @@ func load(environ []string, systems []System) ([]Loaded, error) {
 	byPrefix := make(map[string]string, len(systems)) // prefix -> name
 	declare := func(s System, where string) {
 		if msg := checkName(s.Name); msg != "" {
+			if where == SystemsVar {
+				msg = fmt.Sprintf("entry %q: %s", s.Name, msg)
+			}
 			probs = append(probs, Problem{Var: where, Value: s.Name, Source: sourceOfWhere(where), Rule: msg})
 			return
 		}
