@@ -51,6 +51,7 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 		resp, err, op := c.attempt(areq, n)
 		switch {
 		case op == OpBreaker:
+			closeBody(areq)
 			if lastErr != nil {
 				err = errors.Join(err, lastErr)
 			}
@@ -120,11 +121,11 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		c.stats.retries.Add(1)
 		if !sleep(ctx, wait) {
-			e := withCause(lastErr, ctx)
-			if status != 0 {
-				return nil, c.fail(req, OpStatus, n, status, e, start)
+			op := classify(ctx, lastErr)
+			if status != 0 && op != OpCanceled {
+				op = OpStatus
 			}
-			return nil, c.fail(req, classify(ctx, lastErr), n, 0, e, start)
+			return nil, c.fail(req, op, n, status, withCause(lastErr, ctx), start)
 		}
 	}
 }

@@ -30,6 +30,11 @@ func (p *permit) done() {
 	p.stop()
 	p.release()
 	p.cancel()
+	if p.c.closed.Load() {
+		// The registry closed while this call was in flight: its
+		// connection went back to the pool after Close emptied it.
+		p.c.transport.CloseIdleConnections()
+	}
 }
 
 // body hands the permit back when the caller is done with the response.

@@ -151,17 +151,16 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 		c.observeRejected(req, OutcomeBreakerOpen, c.errOpen)
 		return nil, c.errOpen
 	}
-	if !c.bh.TryAcquire() {
-		if c.cfg.BulkheadMaxWait == 0 {
+	if c.cfg.BulkheadMaxWait == 0 {
+		if !c.bh.TryAcquire() {
 			closeBody(req)
 			c.observeRejected(req, OutcomeBulkheadFull, c.errFull)
 			return nil, c.errFull
 		}
-		if err := c.bh.Acquire(ctx); err != nil {
-			closeBody(req)
-			c.observeRejected(req, OutcomeBulkheadFull, err)
-			return nil, &Error{System: c.name, Op: OpBulkhead, Err: err}
-		}
+	} else if err := c.bh.Acquire(ctx); err != nil {
+		closeBody(req)
+		c.observeRejected(req, OutcomeBulkheadFull, err)
+		return nil, &Error{System: c.name, Op: OpBulkhead, Err: err}
 	}
 	c.stats.calls.Add(1)
 	c.budget.call(time.Now())
