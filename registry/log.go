@@ -5,11 +5,28 @@ import (
 	"log/slog"
 )
 
-// logObserver writes one record per attempt and per breaker transition.
+// The messages of the records [WithLogger] writes.
+const (
+	logMsgAttempt  = "outbound attempt"
+	logMsgRejected = "outbound call rejected"
+	logMsgBreaker  = "outbound breaker state changed"
+)
+
+// logObserver writes one record per attempt, one per call refused before
+// any attempt (breaker open, bulkhead full, budget spent), and one per
+// breaker transition. It is added by [WithLogger] only: without a logger
+// a registry has no log observer at all, so logging costs nothing.
+//
+// Records never carry a URL: attempts log the host and the path (the
+// event has no userinfo and no query), and the errors logged are the
+// registry's own, whose URLs are redacted.
 type logObserver struct{ l *slog.Logger }
 
 func newLogObserver(l *slog.Logger) *logObserver { return &logObserver{l: l} }
 
+// ObserveAttempt logs successes at Debug and failed or refused attempts
+// at Info. The level is checked before any attribute is built, so a
+// disabled level costs one Enabled call and no allocation.
 func (o *logObserver) ObserveAttempt(e AttemptEvent) {
 	level := slog.LevelDebug
 	if e.Outcome != OutcomeOK {
@@ -19,22 +36,54 @@ func (o *logObserver) ObserveAttempt(e AttemptEvent) {
 	if !o.l.Enabled(ctx, level) {
 		return
 	}
-	attrs := []slog.Attr{
+	durMS := float64(e.Duration.Microseconds()) / 1000
+	if e.Err == nil {
+		o.l.LogAttrs(ctx, level, logMsgAttempt,
+			slog.String("system", e.System), slog.String("method", e.Method),
+			slog.String("host", e.Host), slog.String("path", e.Path),
+			slog.Int("attempt", e.Attempt), slog.Int("status", e.Status),
+			slog.Float64("duration_ms", durMS), slog.String("outcome", e.Outcome.String()))
+		return
+	}
+	o.l.LogAttrs(ctx, level, logMsgAttempt,
 		slog.String("system", e.System), slog.String("method", e.Method),
 		slog.String("host", e.Host), slog.String("path", e.Path),
 		slog.Int("attempt", e.Attempt), slog.Int("status", e.Status),
-		slog.Float64("duration_ms", float64(e.Duration.Microseconds())/1000),
-		slog.String("outcome", e.Outcome.String()),
-	}
-	if e.Err != nil {
-		attrs = append(attrs, slog.String("error", e.Err.Error()))
-	}
-	o.l.LogAttrs(ctx, level, "outbound attempt", attrs...)
+		slog.Float64("duration_ms", durMS), slog.String("outcome", e.Outcome.String()),
+		slog.String("error", e.Err.Error()))
 }
 
-func (o *logObserver) ObserveCall(CallEvent) {}
+// ObserveCall logs, at Info, the calls that ended before any attempt was
+// sent: those have no attempt record of their own. Other calls are
+// described by their attempts.
+func (o *logObserver) ObserveCall(e CallEvent) {
+	if e.Attempts > 0 || e.Outcome == OutcomeOK {
+		return
+	}
+	ctx := context.Background()
+	if !o.l.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	o.l.LogAttrs(ctx, slog.LevelInfo, logMsgRejected,
+		slog.String("system", e.System), slog.String("method", e.Method),
+		slog.Int("attempt", 0), slog.String("outcome", e.Outcome.String()),
+		slog.String("error", errString(e.Err)))
+}
 
+// ObserveBreaker logs every transition at Warn. It runs under the
+// breaker's lock: it only formats and hands the record to the handler.
 func (o *logObserver) ObserveBreaker(system string, from, to BreakerState) {
-	o.l.LogAttrs(context.Background(), slog.LevelWarn, "outbound breaker state changed",
+	ctx := context.Background()
+	if !o.l.Enabled(ctx, slog.LevelWarn) {
+		return
+	}
+	o.l.LogAttrs(ctx, slog.LevelWarn, logMsgBreaker,
 		slog.String("system", system), slog.String("from", string(from)), slog.String("to", string(to)))
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -1,0 +1,300 @@
+package registry
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/bulkhead"
+	"github.com/outbound-go/outbound/internal/testutil"
+)
+
+// logTestBuffer is a bytes.Buffer safe for the concurrent writes of a
+// slog handler (the handler serialises Handle, but the test reads it).
+type logTestBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *logTestBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *logTestBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// logTestRecords parses the JSON lines of buf.
+func logTestRecords(t *testing.T, buf *logTestBuffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(buf.String()))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("record %q is not JSON: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// logTestGet sends GET path through c and drains and closes the body.
+func logTestGet(t *testing.T, c *Client, path string) (int, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// TestLoggerScriptedSequence runs a success, a retried call, a call
+// refused by a full bulkhead and a 5xx storm that opens the breaker, with
+// a JSON slog handler at Debug, and checks the records: one per attempt
+// with every field, one per call refused before any attempt, the breaker
+// transition at Warn, and never the BASE_URL's userinfo or token.
+func TestLoggerScriptedSequence(t *testing.T) {
+	flaky := testutil.NewScriptHandler(testutil.FailN(1, http.StatusServiceUnavailable)...)
+	gate := testutil.NewGate(testutil.Resp{Body: "late"})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/base/ok", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	mux.Handle("/base/flaky", flaky)
+	mux.Handle("/base/gate", gate)
+	mux.HandleFunc("/base/down", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
+	srv := testutil.NewServer(t, mux)
+
+	const user, pass, token = "alice", "s3cr3tpw", "t0ps3cr3tt0k"
+	t.Setenv("OUTBOUND_SYSTEMS", "inv")
+	t.Setenv("INV_BASE_URL", "http://"+user+":"+pass+"@"+srv.Addr()+"/base?token="+token)
+	t.Setenv("INV_MAX_CONCURRENT", "1")
+	t.Setenv("INV_RETRIES", "1")
+	t.Setenv("INV_BACKOFF_BASE", "1ms")
+	t.Setenv("INV_BACKOFF_MAX", "2ms")
+	t.Setenv("INV_BREAKER_MIN_REQUESTS", "4")
+	t.Setenv("INV_BREAKER_OPEN_TIMEOUT", "1h")
+
+	var buf logTestBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r, err := FromEnvWith(nil, WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c := r.MustClient("inv")
+
+	// 1. A success.
+	if st, err := logTestGet(t, c, "/ok"); err != nil || st != http.StatusOK {
+		t.Fatalf("ok: %d, %v", st, err)
+	}
+	// 2. A 503 retried into a 200.
+	if st, err := logTestGet(t, c, "/flaky"); err != nil || st != http.StatusOK {
+		t.Fatalf("flaky: %d, %v", st, err)
+	}
+	// 3. A full bulkhead: one call parked at the gate holds the only
+	// permit, the next is refused before any I/O.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	parked := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/gate", nil)
+		resp, err := c.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			err = resp.Body.Close()
+		}
+		parked <- err
+	}()
+	if err := gate.WaitParked(ctx, 1); err != nil {
+		t.Fatalf("gate: %v", err)
+	}
+	if _, err := logTestGet(t, c, "/ok"); !errors.Is(err, bulkhead.ErrFull) {
+		t.Fatalf("with the permit held: got %v, want bulkhead.ErrFull", err)
+	}
+	gate.Open()
+	if err := <-parked; err != nil {
+		t.Fatalf("gated call: %v", err)
+	}
+	// 4. A 5xx storm opens the breaker; the next call is refused.
+	for i := 0; i < 20 && c.Status().Breaker != BreakerOpen; i++ {
+		if _, err := logTestGet(t, c, "/down"); err != nil && !errors.Is(err, ErrCircuitOpen) {
+			t.Fatalf("down: %v", err)
+		}
+	}
+	if c.Status().Breaker != BreakerOpen {
+		t.Fatalf("breaker %s after the storm, want open", c.Status().Breaker)
+	}
+	if _, err := logTestGet(t, c, "/ok"); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("with the breaker open: got %v, want ErrCircuitOpen", err)
+	}
+
+	out := buf.String()
+	for _, secret := range []string{user, pass, token, "token="} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the records contain %q:\n%s", secret, out)
+		}
+	}
+
+	recs := logTestRecords(t, &buf)
+	find := func(what string, match func(map[string]any) bool) map[string]any {
+		t.Helper()
+		for _, m := range recs {
+			if match(m) {
+				return m
+			}
+		}
+		t.Errorf("no record of %s in:\n%s", what, out)
+		return nil
+	}
+	attempt := func(path string, n int, outcome string) func(map[string]any) bool {
+		return func(m map[string]any) bool {
+			return m["msg"] == logMsgAttempt && m["path"] == path && m["attempt"] == float64(n) && m["outcome"] == outcome
+		}
+	}
+
+	for _, m := range recs {
+		if m["msg"] != logMsgAttempt {
+			continue
+		}
+		for _, k := range []string{"system", "method", "host", "path", "attempt", "status", "duration_ms", "outcome"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("attempt record without %q: %v", k, m)
+			}
+		}
+		if m["system"] != "inv" || m["method"] != "GET" || m["host"] != srv.Addr() {
+			t.Errorf("attempt record %v: want system inv, method GET, host %s", m, srv.Addr())
+		}
+		if d, _ := m["duration_ms"].(float64); d < 0 {
+			t.Errorf("negative duration_ms: %v", m)
+		}
+	}
+	if m := find("the success", attempt("/base/ok", 1, "ok")); m != nil {
+		if m["level"] != "DEBUG" || m["status"] != float64(200) {
+			t.Errorf("success record %v: want level DEBUG, status 200", m)
+		}
+	}
+	if m := find("the retried 503", attempt("/base/flaky", 1, "retry")); m != nil {
+		if m["level"] != "INFO" || m["status"] != float64(503) {
+			t.Errorf("retry record %v: want level INFO, status 503", m)
+		}
+	}
+	find("the retry's success", attempt("/base/flaky", 2, "ok"))
+	find("the gated call", attempt("/base/gate", 1, "ok"))
+	find("the storm's 503s", attempt("/base/down", 1, "retry"))
+	if m := find("the bulkhead rejection", func(m map[string]any) bool {
+		return m["msg"] == logMsgRejected && m["outcome"] == "bulkhead_full"
+	}); m != nil {
+		if m["level"] != "INFO" || m["system"] != "inv" || m["attempt"] != float64(0) || m["error"] == "" {
+			t.Errorf("bulkhead record %v: want level INFO, system inv, attempt 0, an error", m)
+		}
+	}
+	find("the breaker rejection", func(m map[string]any) bool {
+		return m["msg"] == logMsgRejected && m["outcome"] == "breaker_open"
+	})
+	if m := find("the breaker transition", func(m map[string]any) bool { return m["msg"] == logMsgBreaker }); m != nil {
+		if m["level"] != "WARN" || m["system"] != "inv" || m["from"] != "closed" || m["to"] != "open" {
+			t.Errorf("breaker record %v: want WARN inv closed -> open", m)
+		}
+	}
+	// Successful calls add no call record: their attempts describe them.
+	for _, m := range recs {
+		if m["msg"] == logMsgRejected && m["outcome"] == "ok" {
+			t.Errorf("call record for a success: %v", m)
+		}
+	}
+}
+
+// TestLoggerDefaultDiscards checks that without WithLogger a registry has
+// no log observer: logging costs nothing by default.
+func TestLoggerDefaultDiscards(t *testing.T) {
+	t.Setenv("OUTBOUND_SYSTEMS", "inv")
+	t.Setenv("INV_BASE_URL", "http://127.0.0.1:1")
+	r, err := FromEnvWith(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if obs := r.MustClient("inv").observers; len(obs) != 0 {
+		t.Fatalf("observers without a logger: %v", obs)
+	}
+
+	r2, err := FromEnvWith(nil, WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if obs := r2.MustClient("inv").observers; len(obs) != 1 {
+		t.Fatalf("observers with a logger: %v, want the log observer", obs)
+	}
+}
+
+// TestLoggerDisabledLevelAllocs checks that a logger whose level is above
+// the records' costs no allocation per event.
+func TestLoggerDisabledLevelAllocs(t *testing.T) {
+	o := newLogObserver(slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError})))
+	failed := errors.New("connection reset")
+	attempt := AttemptEvent{System: "inv", Method: "GET", Host: "inv.internal", Path: "/stock/1",
+		Attempt: 2, Status: 503, Err: failed, Duration: time.Millisecond, Outcome: OutcomeRetry}
+	call := CallEvent{System: "inv", Method: "GET", Err: failed, Outcome: OutcomeBulkheadFull}
+	allocs := testing.AllocsPerRun(200, func() {
+		o.ObserveAttempt(attempt)
+		o.ObserveCall(call)
+		o.ObserveBreaker("inv", BreakerClosed, BreakerOpen)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per event at a disabled level, want 0", allocs)
+	}
+}
+
+// TestLoggerLevels checks the level of each kind of record.
+func TestLoggerLevels(t *testing.T) {
+	var buf logTestBuffer
+	o := newLogObserver(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	o.ObserveAttempt(AttemptEvent{System: "inv", Attempt: 1, Status: 200, Outcome: OutcomeOK}) // Debug: dropped
+	o.ObserveAttempt(AttemptEvent{System: "inv", Attempt: 1, Err: errors.New("reset"), Outcome: OutcomeRetry})
+	o.ObserveCall(CallEvent{System: "inv", Attempts: 1, Status: 200, Outcome: OutcomeOK})                 // no record
+	o.ObserveCall(CallEvent{System: "inv", Attempts: 2, Err: errors.New("x"), Outcome: OutcomeGaveUp})    // its attempts tell
+	o.ObserveCall(CallEvent{System: "inv", Err: errors.New("budget spent"), Outcome: OutcomeBudgetSpent}) // Info
+	o.ObserveBreaker("inv", BreakerOpen, BreakerHalfOpen)                                                 // Warn
+
+	recs := logTestRecords(t, &buf)
+	var got []string
+	for _, m := range recs {
+		got = append(got, logTestStr(m["level"])+" "+logTestStr(m["msg"])+" "+logTestStr(m["outcome"])+logTestStr(m["to"]))
+	}
+	want := []string{
+		"INFO " + logMsgAttempt + " retry",
+		"INFO " + logMsgRejected + " budget_spent",
+		"WARN " + logMsgBreaker + " half-open",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if recs[0]["error"] != "reset" {
+		t.Errorf("attempt record without its error: %v", recs[0])
+	}
+}
+
+func logTestStr(v any) string {
+	s, _ := v.(string)
+	return s
+}
