@@ -1,0 +1,318 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/outbound-go/outbound/registry"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultBuckets are the bounds, in seconds, of the duration histograms:
+// Prometheus's defaults (5ms to 10s) extended to the 60s READ_TIMEOUT
+// ceiling, so a call that runs into CALL_TIMEOUT lands in a bucket of
+// its own rather than in +Inf.
+var DefaultBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 30, 60}
+
+// numOutcomes is the number of registry.Outcome values known when this
+// package was written; later ones take a slower path (see series).
+const numOutcomes = int(registry.OutcomeCanceled) + 1
+
+// callOutcomes are the outcomes a call can end with; attemptOutcomes
+// those an attempt can. Their series exist at zero from the start.
+var (
+	callOutcomes = []registry.Outcome{
+		registry.OutcomeOK, registry.OutcomeGaveUp, registry.OutcomeBreakerOpen, registry.OutcomeBulkheadFull,
+		registry.OutcomeBudgetSpent, registry.OutcomeRetryBudget, registry.OutcomeCanceled,
+	}
+	attemptOutcomes = []registry.Outcome{registry.OutcomeOK, registry.OutcomeRetry, registry.OutcomeBreakerOpen}
+)
+
+// transition is a breaker state change.
+type transition struct{ from, to registry.BreakerState }
+
+// transitions are the state changes a breaker makes; their series exist
+// at zero from the start.
+var transitions = []transition{
+	{registry.BreakerClosed, registry.BreakerOpen},
+	{registry.BreakerOpen, registry.BreakerHalfOpen},
+	{registry.BreakerHalfOpen, registry.BreakerClosed},
+	{registry.BreakerHalfOpen, registry.BreakerOpen},
+}
+
+// Metrics is a [registry.Observer] that counts every call, attempt,
+// retry and breaker transition, and a prometheus.Collector that also
+// reads each watched registry's Status at scrape time for the breaker
+// and bulkhead gauges. Create it with [New]; it is safe for concurrent
+// use.
+type Metrics struct {
+	calls       *prometheus.CounterVec
+	attempts    *prometheus.CounterVec
+	retries     *prometheus.CounterVec
+	callDur     *prometheus.HistogramVec
+	attemptDur  *prometheus.HistogramVec
+	transitions *prometheus.CounterVec
+
+	breakerState *prometheus.Desc
+	inFlight     *prometheus.Desc
+	capacity     *prometheus.Desc
+	bhRejections *prometheus.Desc
+	budgetCapped *prometheus.Desc
+
+	// systems maps a system's name to its resolved series. It is copied
+	// on write under mu, so the event path reads it without a lock; the
+	// set of systems is fixed once the registries are built, so writes
+	// happen a few times at start.
+	systems atomic.Pointer[map[string]*series]
+
+	mu      sync.Mutex // guards writes of systems, and watched
+	watched []*registry.Registry
+}
+
+// series holds the label children of one system, resolved once.
+type series struct {
+	system      string
+	calls       [numOutcomes]prometheus.Counter // nil for outcomes a call never has
+	attempts    [numOutcomes]prometheus.Counter // nil for outcomes an attempt never has
+	retries     prometheus.Counter
+	callDur     prometheus.Observer
+	attemptDur  prometheus.Observer
+	transitions map[transition]prometheus.Counter
+}
+
+// Option configures [New].
+type Option func(*options)
+
+type options struct{ buckets []float64 }
+
+// WithBuckets sets the bounds, in seconds, of both duration histograms
+// (default [DefaultBuckets]).
+func WithBuckets(bounds ...float64) Option {
+	return func(o *options) { o.buckets = slices.Clone(bounds) }
+}
+
+// New returns the metrics of outbound's clients, registered with reg.
+// Pass it to registry.WithObserver, then give the built registry to
+// [Metrics.Watch] for the gauges. New panics if reg refuses the metrics
+// (names already registered), as prometheus.MustRegister does; pass a
+// nil reg to register the returned Collector yourself.
+func New(reg prometheus.Registerer, opts ...Option) *Metrics {
+	o := options{buckets: DefaultBuckets}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	system := []string{"system"}
+	m := &Metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outbound_calls_total",
+			Help: "Outbound calls by how they ended: ok, gave_up, breaker_open, bulkhead_full, budget_spent, retry_budget_spent, canceled.",
+		}, []string{"system", "outcome"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outbound_attempts_total",
+			Help: "Outbound attempts by how they ended: ok, retry (failed: 408, 429, 5xx or a transport error), breaker_open (refused, no I/O).",
+		}, []string{"system", "outcome"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outbound_retries_total",
+			Help: "Retries sent to the upstream: attempts after the first of their call.",
+		}, system),
+		callDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "outbound_call_duration_seconds",
+			Help:    "Duration of outbound calls that sent at least one attempt, from entry to the response headers or the error, retries and backoff included.",
+			Buckets: o.buckets,
+		}, system),
+		attemptDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "outbound_attempt_duration_seconds",
+			Help:    "Duration of outbound attempts sent to the transport, to the response headers or the error.",
+			Buckets: o.buckets,
+		}, system),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outbound_breaker_transitions_total",
+			Help: "Circuit breaker state changes.",
+		}, []string{"system", "from", "to"}),
+		breakerState: prometheus.NewDesc("outbound_breaker_state",
+			"Circuit breaker state: 0 closed, 1 half-open, 2 open.", system, nil),
+		inFlight: prometheus.NewDesc("outbound_bulkhead_in_flight",
+			"Calls holding a bulkhead permit (until their body is closed).", system, nil),
+		capacity: prometheus.NewDesc("outbound_bulkhead_capacity",
+			"Bulkhead permits: MAX_CONCURRENT.", system, nil),
+		bhRejections: prometheus.NewDesc("outbound_bulkhead_rejections_total",
+			"Calls refused by the bulkhead: full, or no permit within BULKHEAD_MAX_WAIT.", system, nil),
+		budgetCapped: prometheus.NewDesc("outbound_budget_capped_calls_total",
+			"Calls whose deadline came from the caller's remaining budget rather than CALL_TIMEOUT.", system, nil),
+	}
+	empty := map[string]*series{}
+	m.systems.Store(&empty)
+	if reg != nil {
+		reg.MustRegister(m)
+	}
+	return m
+}
+
+// Watch adds the registry whose Status the gauges read at scrape time,
+// and creates every series of its systems at zero. Call it once the
+// registry is built; several registries may be watched if their system
+// names differ. The registry is read, never closed.
+func (m *Metrics) Watch(r *registry.Registry) error {
+	if r == nil {
+		return errors.New("metrics: Watch of a nil registry")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	names := r.Names()
+	for _, w := range m.watched {
+		if w == r {
+			return nil
+		}
+		for _, n := range w.Names() {
+			if slices.Contains(names, n) {
+				return fmt.Errorf("metrics: system %q is already watched in another registry", n)
+			}
+		}
+	}
+	for _, n := range names {
+		m.resolveLocked(n)
+	}
+	m.watched = append(m.watched, r)
+	return nil
+}
+
+// ObserveAttempt implements registry.Observer.
+func (m *Metrics) ObserveAttempt(e registry.AttemptEvent) {
+	s := m.series(e.System)
+	m.inc(s.attempts[:], m.attempts, s.system, e.Outcome)
+	if e.Outcome == registry.OutcomeBreakerOpen {
+		return // refused: no I/O, no duration, not a retry sent
+	}
+	s.attemptDur.Observe(e.Duration.Seconds())
+	if e.Attempt > 1 {
+		s.retries.Inc()
+	}
+}
+
+// ObserveCall implements registry.Observer.
+func (m *Metrics) ObserveCall(e registry.CallEvent) {
+	s := m.series(e.System)
+	m.inc(s.calls[:], m.calls, s.system, e.Outcome)
+	if e.Attempts > 0 {
+		s.callDur.Observe(e.Duration.Seconds())
+	}
+}
+
+// ObserveBreaker implements registry.Observer.
+func (m *Metrics) ObserveBreaker(system string, from, to registry.BreakerState) {
+	s := m.series(system)
+	if c, ok := s.transitions[transition{from, to}]; ok {
+		c.Inc()
+		return
+	}
+	m.transitions.WithLabelValues(system, string(from), string(to)).Inc()
+}
+
+// inc counts outcome o in the resolved children, or through the vector
+// for an outcome that has none (one this package does not expect).
+func (m *Metrics) inc(children []prometheus.Counter, vec *prometheus.CounterVec, system string, o registry.Outcome) {
+	if int(o) < len(children) && children[o] != nil {
+		children[o].Inc()
+		return
+	}
+	vec.WithLabelValues(system, o.String()).Inc()
+}
+
+// series returns the resolved children of system, resolving them on the
+// first event of a system that is not watched.
+func (m *Metrics) series(system string) *series {
+	if s, ok := (*m.systems.Load())[system]; ok {
+		return s
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.resolveLocked(system)
+}
+
+func (m *Metrics) resolveLocked(system string) *series {
+	cur := *m.systems.Load()
+	if s, ok := cur[system]; ok {
+		return s
+	}
+	s := &series{
+		system:      system,
+		retries:     m.retries.WithLabelValues(system),
+		callDur:     m.callDur.WithLabelValues(system),
+		attemptDur:  m.attemptDur.WithLabelValues(system),
+		transitions: make(map[transition]prometheus.Counter, len(transitions)),
+	}
+	for _, o := range callOutcomes {
+		s.calls[o] = m.calls.WithLabelValues(system, o.String())
+	}
+	for _, o := range attemptOutcomes {
+		s.attempts[o] = m.attempts.WithLabelValues(system, o.String())
+	}
+	for _, t := range transitions {
+		s.transitions[t] = m.transitions.WithLabelValues(system, string(t.from), string(t.to))
+	}
+	next := make(map[string]*series, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
+	}
+	next[system] = s
+	m.systems.Store(&next)
+	return s
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.calls.Describe(ch)
+	m.attempts.Describe(ch)
+	m.retries.Describe(ch)
+	m.callDur.Describe(ch)
+	m.attemptDur.Describe(ch)
+	m.transitions.Describe(ch)
+	ch <- m.breakerState
+	ch <- m.inFlight
+	ch <- m.capacity
+	ch <- m.bhRejections
+	ch <- m.budgetCapped
+}
+
+// Collect implements prometheus.Collector. The gauges come from each
+// watched registry's Status, read now; no lock of this package is held
+// meanwhile, since reading a breaker's state may move it from open to
+// half-open and so call back into ObserveBreaker.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	watched := slices.Clone(m.watched)
+	m.mu.Unlock()
+	for _, r := range watched {
+		for _, st := range r.Status() {
+			ch <- prometheus.MustNewConstMetric(m.breakerState, prometheus.GaugeValue, breakerValue(st.Breaker), st.System)
+			ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(st.InFlight), st.System)
+			ch <- prometheus.MustNewConstMetric(m.capacity, prometheus.GaugeValue, float64(st.Capacity), st.System)
+			ch <- prometheus.MustNewConstMetric(m.bhRejections, prometheus.CounterValue, float64(st.BulkheadRejected), st.System)
+			ch <- prometheus.MustNewConstMetric(m.budgetCapped, prometheus.CounterValue, float64(st.BudgetCapped), st.System)
+		}
+	}
+	// After Status, so a transition it caused is in this scrape.
+	m.calls.Collect(ch)
+	m.attempts.Collect(ch)
+	m.retries.Collect(ch)
+	m.callDur.Collect(ch)
+	m.attemptDur.Collect(ch)
+	m.transitions.Collect(ch)
+}
+
+// breakerValue is the gauge value of a breaker state.
+func breakerValue(s registry.BreakerState) float64 {
+	switch s {
+	case registry.BreakerHalfOpen:
+		return 1
+	case registry.BreakerOpen:
+		return 2
+	}
+	return 0
+}
+
+var _ registry.Observer = (*Metrics)(nil)
+var _ prometheus.Collector = (*Metrics)(nil)
