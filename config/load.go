@@ -47,7 +47,8 @@ type Loaded struct {
 	Prefix string // PAYMENTS
 	Client Client
 
-	sources []Source // by field index
+	sources  []Source // by field index
+	defaults Client   // System.Defaults, for Vars
 }
 
 // SourceOf says where the setting with the given env suffix
@@ -206,7 +207,7 @@ var rawSpec = func() reflect.Type {
 }()
 
 func loadSystem(v *validatorSet, s System) (Loaded, []Problem) {
-	l := Loaded{Name: s.Name, Prefix: Prefix(s.Name), Client: withDefaults(s.Defaults)}
+	l := Loaded{Name: s.Name, Prefix: Prefix(s.Name), Client: withDefaults(s.Defaults), defaults: s.Defaults}
 	l.sources = make([]Source, len(fieldTable))
 	dv := reflect.ValueOf(s.Defaults)
 	for i := range fieldTable {

@@ -51,7 +51,7 @@ func Reference(systems ...System) []Var {
 // Vars returns every variable of a loaded system with its effective value
 // (redacted) and where the value came from.
 func (l Loaded) Vars() []Var {
-	out := Reference(System{Name: l.Name})
+	out := Reference(System{Name: l.Name, Defaults: l.defaults})
 	v := reflect.ValueOf(l.Client)
 	for i := range out {
 		f := fieldBySuffix[strings.TrimPrefix(out[i].Name, l.Prefix+"_")]

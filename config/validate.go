@@ -106,11 +106,23 @@ func (vs *validatorSet) check(l *Loaded, skip map[string]bool) []Problem {
 		}
 		return nil
 	}
+	// A cross rule is not judged against a field that is itself invalid
+	// (it did not parse, or broke its own rule): that field's problem is
+	// the one to fix, and the comparison would use a value nobody set.
+	invalid := make(map[string]bool, len(skip)+len(verrs))
+	for k := range skip {
+		invalid[k] = true
+	}
+	for _, fe := range verrs {
+		if _, cross := crossRuleFields[fe.Tag()]; !cross {
+			invalid[fe.StructField()] = true
+		}
+	}
 	cv := reflect.ValueOf(l.Client)
 	var probs []Problem
 	for _, fe := range verrs {
 		f, ok := fieldByGoName[fe.StructField()]
-		if !ok || skip[f.goName] {
+		if !ok || skip[f.goName] || comparesInvalid(fe.Tag(), invalid) {
 			continue
 		}
 		probs = append(probs, Problem{
@@ -122,6 +134,30 @@ func (vs *validatorSet) check(l *Loaded, skip map[string]bool) []Problem {
 		})
 	}
 	return probs
+}
+
+// crossRuleFields names, for each cross-rule tag, the other fields the
+// rule compares the reported field with.
+var crossRuleFields = map[string][]string{
+	"lt_read":         {"ReadTimeout"},
+	"call_sum":        {"ConnectTimeout", "ReadTimeout"},
+	"lte_read":        {"ReadTimeout"},
+	"lte_backoff_max": {"BackoffMax"},
+	"lt_call":         {"CallTimeout"},
+	"needs_ca":        nil,
+	"cert_pair":       nil,
+	"cert_https":      {"BaseURL"},
+}
+
+// comparesInvalid reports whether tag is a cross rule that compares with
+// a field in invalid.
+func comparesInvalid(tag string, invalid map[string]bool) bool {
+	for _, name := range crossRuleFields[tag] {
+		if invalid[name] {
+			return true
+		}
+	}
+	return false
 }
 
 // ruleText says in plain words what a failed validator tag asks for.
