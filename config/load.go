@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kelseyhightower/envconfig"
 )
@@ -131,7 +132,12 @@ func load(environ []string, systems []System) ([]Loaded, error) {
 	for _, s := range systems {
 		declare(s, "code")
 	}
-	if list, ok := env[SystemsVar]; ok {
+	// An empty OUTBOUND_SYSTEMS declares nothing; a list with an empty
+	// entry ("payments,,inventory") is a mistake worth reporting.
+	if list := env[SystemsVar]; strings.TrimSpace(list) != "" {
+		// Problems quote the list clipped: a long list with many bad
+		// entries must not make the report quadratic.
+		shown := clip(list, 200)
 		fromCode := make(map[string]bool, len(systems))
 		for _, s := range systems {
 			fromCode[s.Name] = true
@@ -141,10 +147,10 @@ func load(environ []string, systems []System) ([]Loaded, error) {
 			name := strings.TrimSpace(raw)
 			switch {
 			case name == "":
-				probs = append(probs, Problem{Var: SystemsVar, Value: list, Source: FromEnv,
+				probs = append(probs, Problem{Var: SystemsVar, Value: shown, Source: FromEnv,
 					Rule: fmt.Sprintf("entry %d is empty: list system names separated by commas, e.g. payments,inventory", i+1)})
 			case seen[name]:
-				probs = append(probs, Problem{Var: SystemsVar, Value: list, Source: FromEnv,
+				probs = append(probs, Problem{Var: SystemsVar, Value: shown, Source: FromEnv,
 					Rule: fmt.Sprintf("system %q is listed twice", name)})
 			case fromCode[name]:
 				seen[name] = true // declared in code too: the code's defaults apply
@@ -172,6 +178,18 @@ func load(environ []string, systems []System) ([]Loaded, error) {
 		return out, &Error{Problems: probs}
 	}
 	return out, nil
+}
+
+// clip shortens s to at most n bytes (plus an ellipsis), on a rune
+// boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func sourceOfWhere(where string) Source {
