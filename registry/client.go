@@ -120,6 +120,11 @@ func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return p.c.call(req, p.c.retryRoundTrip)
 }
 
+// CloseIdleConnections closes the system transport's idle connections, so
+// that HTTPClient().CloseIdleConnections() works as with any http.Client:
+// the next request opens a new connection, with a new TLS handshake.
+func (p pipelineTransport) CloseIdleConnections() { p.c.transport.CloseIdleConnections() }
+
 // retryTransport runs the retry, breaker and transport stages.
 type retryTransport struct{ c *Client }
 

@@ -1,0 +1,563 @@
+package registry
+
+// TLS per system, against real TLS servers on 127.0.0.1 with a private CA.
+// Every certificate and key is generated here and written to t.TempDir();
+// none is checked in. Helpers carry the prefix mtls so that they never
+// collide with those of the other test files of the package.
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/config"
+)
+
+// mtlsCA is a private certificate authority.
+type mtlsCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func mtlsNewCA(t *testing.T, cn string) *mtlsCA {
+	t.Helper()
+	key := mtlsKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mtlsCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+func mtlsKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// pool returns a pool holding the CA alone.
+func (ca *mtlsCA) pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
+}
+
+// issue signs a certificate: for 127.0.0.1 and localhost when server is
+// set, for client authentication otherwise. It returns the PEM of the
+// certificate and of its PKCS#8 key.
+func (ca *mtlsCA) issue(t *testing.T, cn string, serial int64, server bool) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key := mtlsKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+		tmpl.DNSNames = []string{"localhost"}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
+}
+
+// mtlsWrite writes data to dir/name and returns the path.
+func mtlsWrite(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// mtlsReplace replaces dir/name with data the way secret rotation does:
+// write a temporary file, then rename it over the old one.
+func mtlsReplace(t *testing.T, dir, name string, data []byte) {
+	t.Helper()
+	tmp := mtlsWrite(t, dir, "."+name+".tmp", data)
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mtlsServerOpts shape a test server.
+type mtlsServerOpts struct {
+	clientCAs  *x509.CertPool // non-nil: RequireAndVerifyClientCert
+	minVersion uint16
+	maxVersion uint16
+}
+
+// mtlsServer starts a TLS server on 127.0.0.1 with a certificate of ca. It
+// answers 200 with headers naming the client certificate it saw (serial
+// and CN, "-" for none) and the TLS version, and counts the requests that
+// reached it.
+func mtlsServer(t *testing.T, ca *mtlsCA, o mtlsServerOpts) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		serial, cn := "-", "-"
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			serial = r.TLS.PeerCertificates[0].SerialNumber.String()
+			cn = r.TLS.PeerCertificates[0].Subject.CommonName
+		}
+		w.Header().Set("X-Client-Serial", serial)
+		w.Header().Set("X-Client-CN", cn)
+		w.Header().Set("X-TLS-Version", tls.VersionName(r.TLS.Version))
+		_, _ = io.WriteString(w, "ok")
+	}))
+	certPEM, keyPEM := ca.issue(t, "server", 2, true)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: o.minVersion, MaxVersion: o.maxVersion}
+	if o.clientCAs != nil {
+		srv.TLS.ClientAuth = tls.RequireAndVerifyClientCert
+		srv.TLS.ClientCAs = o.clientCAs
+	}
+	// Rejected handshakes are the point of these tests; keep them out of
+	// the log.
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+// mtlsRegistry declares the systems of envs (name -> suffix -> value)
+// through the environment, builds a registry from it and closes it in
+// t.Cleanup. Calls fail fast: no retries, short timeouts.
+func mtlsRegistry(t *testing.T, envs map[string]map[string]string) *Registry {
+	t.Helper()
+	names := make([]string, 0, len(envs))
+	for name, env := range envs {
+		names = append(names, name)
+		p := config.Prefix(name)
+		base := map[string]string{"RETRIES": "0", "CONNECT_TIMEOUT": "1s", "TLS_HANDSHAKE_TIMEOUT": "2s", "READ_TIMEOUT": "3s", "CALL_TIMEOUT": "5s"}
+		for k, v := range env {
+			base[k] = v
+		}
+		for k, v := range base {
+			t.Setenv(p+"_"+k, v)
+		}
+	}
+	t.Setenv("OUTBOUND_SYSTEMS", strings.Join(names, ","))
+	r, err := FromEnv()
+	if err != nil {
+		t.Fatalf("FromEnv: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+// mtlsGet sends GET / through the named system and returns the response
+// headers (the body is read and closed) or the error.
+func mtlsGet(t *testing.T, r *Registry, system string) (http.Header, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := r.MustClient(system).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatalf("%s: reading the body: %v", system, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: status %d, want 200", system, resp.StatusCode)
+	}
+	return resp.Header, nil
+}
+
+// mtlsWantErr checks that err is a call error of system, wrapped in the
+// package's *Error.
+func mtlsWantErr(t *testing.T, err error, system string) *Error {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: the call succeeded, want an error", system)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.System != system {
+		t.Fatalf("%s: error %T %v is not an *Error of the system", system, err, err)
+	}
+	return e
+}
+
+// TestTLSClientCertificate: a server that requires a client certificate
+// of its private CA accepts the configured one and rejects a call
+// without one; the handler never runs for the latter.
+func TestTLSClientCertificate(t *testing.T) {
+	dir := t.TempDir()
+	serverCA := mtlsNewCA(t, "server CA")
+	clientCA := mtlsNewCA(t, "client CA")
+	srv, hits := mtlsServer(t, serverCA, mtlsServerOpts{clientCAs: clientCA.pool()})
+
+	caFile := mtlsWrite(t, dir, "server-ca.pem", serverCA.pem)
+	certPEM, keyPEM := clientCA.issue(t, "payments-client", 4242, false)
+	certFile := mtlsWrite(t, dir, "client.crt", certPEM)
+	keyFile := mtlsWrite(t, dir, "client.key", keyPEM)
+	// A certificate of a CA the server does not trust.
+	otherPEM, otherKey := mtlsNewCA(t, "rogue CA").issue(t, "rogue", 7, false)
+
+	r := mtlsRegistry(t, map[string]map[string]string{
+		"withcert": {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile, "TLS_CERT_FILE": certFile, "TLS_KEY_FILE": keyFile},
+		"nocert":   {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile},
+		"rogue": {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile,
+			"TLS_CERT_FILE": mtlsWrite(t, dir, "rogue.crt", otherPEM), "TLS_KEY_FILE": mtlsWrite(t, dir, "rogue.key", otherKey)},
+	})
+
+	h, err := mtlsGet(t, r, "withcert")
+	if err != nil {
+		t.Fatalf("withcert: %v", err)
+	}
+	if h.Get("X-Client-Serial") != "4242" || h.Get("X-Client-CN") != "payments-client" {
+		t.Errorf("server saw client certificate serial %s CN %s, want 4242 payments-client", h.Get("X-Client-Serial"), h.Get("X-Client-CN"))
+	}
+	before := hits.Load()
+
+	for _, system := range []string{"nocert", "rogue"} {
+		_, err = mtlsGet(t, r, system)
+		e := mtlsWantErr(t, err, system)
+		t.Logf("%s: %v", system, err)
+		if e.Op != OpTransport {
+			t.Errorf("%s: op %q, want %q", system, e.Op, OpTransport)
+		}
+		if !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("%s: error does not mention the certificate: %v", system, err)
+		}
+	}
+	if n := hits.Load() - before; n != 0 {
+		t.Errorf("the handler ran %d times for calls without an accepted certificate", n)
+	}
+}
+
+// TestTLSPrivateCA: a server with a certificate of a private CA is
+// reachable with TLS_CA_FILE (added to the system roots, or alone with
+// TLS_CA_ONLY) and not without it, where the error is x509's unknown
+// authority.
+func TestTLSPrivateCA(t *testing.T) {
+	dir := t.TempDir()
+	ca := mtlsNewCA(t, "private CA")
+	srv, _ := mtlsServer(t, ca, mtlsServerOpts{})
+	caFile := mtlsWrite(t, dir, "ca.pem", ca.pem)
+	otherCA := mtlsWrite(t, dir, "other-ca.pem", mtlsNewCA(t, "other CA").pem)
+
+	r := mtlsRegistry(t, map[string]map[string]string{
+		"withca":    {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile},
+		"caonly":    {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile, "TLS_CA_ONLY": "true"},
+		"noca":      {"BASE_URL": srv.URL},
+		"wrongonly": {"BASE_URL": srv.URL, "TLS_CA_FILE": otherCA, "TLS_CA_ONLY": "true"},
+		// The server's certificate names 127.0.0.1 and localhost, not
+		// this: the override is what gets verified.
+		"wrongname": {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile, "TLS_SERVER_NAME": "payments.internal"},
+		"goodname":  {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile, "TLS_SERVER_NAME": "localhost"},
+	})
+	for _, system := range []string{"withca", "caonly", "goodname"} {
+		if _, err := mtlsGet(t, r, system); err != nil {
+			t.Errorf("%s: %v", system, err)
+		}
+	}
+	for _, system := range []string{"noca", "wrongonly"} {
+		_, err := mtlsGet(t, r, system)
+		mtlsWantErr(t, err, system)
+		var ua x509.UnknownAuthorityError
+		if !errors.As(err, &ua) {
+			t.Errorf("%s: error does not wrap x509.UnknownAuthorityError: %v", system, err)
+		}
+		t.Logf("%s: %v", system, err)
+	}
+	_, err := mtlsGet(t, r, "wrongname")
+	mtlsWantErr(t, err, "wrongname")
+	var hn x509.HostnameError
+	if !errors.As(err, &hn) || hn.Host != "payments.internal" {
+		t.Errorf("wrongname: error does not wrap an x509.HostnameError for payments.internal: %v", err)
+	}
+}
+
+// TestTLSMinVersion: TLS_MIN_VERSION 1.2 and 1.3 both reach a TLS
+// 1.3-only server; 1.3 cannot reach a server that stops at 1.2.
+func TestTLSMinVersion(t *testing.T) {
+	dir := t.TempDir()
+	ca := mtlsNewCA(t, "private CA")
+	caFile := mtlsWrite(t, dir, "ca.pem", ca.pem)
+	only13, _ := mtlsServer(t, ca, mtlsServerOpts{minVersion: tls.VersionTLS13})
+	max12, max12Hits := mtlsServer(t, ca, mtlsServerOpts{maxVersion: tls.VersionTLS12})
+
+	r := mtlsRegistry(t, map[string]map[string]string{
+		"min12to13": {"BASE_URL": only13.URL, "TLS_CA_FILE": caFile, "TLS_MIN_VERSION": "1.2"},
+		"min13to13": {"BASE_URL": only13.URL, "TLS_CA_FILE": caFile, "TLS_MIN_VERSION": "1.3"},
+		"min12to12": {"BASE_URL": max12.URL, "TLS_CA_FILE": caFile, "TLS_MIN_VERSION": "1.2"},
+		"min13to12": {"BASE_URL": max12.URL, "TLS_CA_FILE": caFile, "TLS_MIN_VERSION": "1.3"},
+	})
+	for system, want := range map[string]string{"min12to13": "TLS 1.3", "min13to13": "TLS 1.3", "min12to12": "TLS 1.2"} {
+		h, err := mtlsGet(t, r, system)
+		if err != nil {
+			t.Errorf("%s: %v", system, err)
+			continue
+		}
+		if got := h.Get("X-TLS-Version"); got != want {
+			t.Errorf("%s: negotiated %s, want %s", system, got, want)
+		}
+	}
+	before := max12Hits.Load()
+	_, err := mtlsGet(t, r, "min13to12")
+	mtlsWantErr(t, err, "min13to12")
+	t.Logf("min13to12: %v", err)
+	if !strings.Contains(err.Error(), "protocol version") {
+		t.Errorf("min13to12: error does not name the protocol version: %v", err)
+	}
+	if max12Hits.Load() != before {
+		t.Error("min13to12: the request reached the TLS 1.2 server")
+	}
+}
+
+// TestTLSClientCertRotation replaces the certificate and key files under
+// a live client. New connections present the new certificate once the
+// check interval has passed; a half-done rotation (new certificate, old
+// key) keeps the last good pair in use.
+func TestTLSClientCertRotation(t *testing.T) {
+	dir := t.TempDir()
+	ca := mtlsNewCA(t, "private CA")
+	srv, _ := mtlsServer(t, ca, mtlsServerOpts{clientCAs: ca.pool()})
+	caFile := mtlsWrite(t, dir, "ca.pem", ca.pem)
+	cert1, key1 := ca.issue(t, "gen-1", 1001, false)
+	cert2, key2 := ca.issue(t, "gen-2", 1002, false)
+	cert3, key3 := ca.issue(t, "gen-3", 1003, false)
+	certFile := mtlsWrite(t, dir, "tls.crt", cert1)
+	keyFile := mtlsWrite(t, dir, "tls.key", key1)
+
+	// The registry checks the files every certCheckInterval (seconds);
+	// build the same client with a short interval.
+	t.Setenv("ROT_BASE_URL", srv.URL)
+	t.Setenv("ROT_TLS_CA_FILE", caFile)
+	t.Setenv("ROT_TLS_CERT_FILE", certFile)
+	t.Setenv("ROT_TLS_KEY_FILE", keyFile)
+	t.Setenv("ROT_RETRIES", "0")
+	ls, err := config.Load(config.System{Name: "rot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const interval = 20 * time.Millisecond
+	conf, src, err := buildTLSConfig(ls[0].Client, interval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var closed atomic.Bool
+	c, err := newClient(ls[0], &options{}, &closed, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.transport.CloseIdleConnections)
+
+	get := func(step string) string {
+		t.Helper()
+		// Force a new connection, so a new handshake, as a new pod or an
+		// expired idle connection would.
+		c.HTTPClient().CloseIdleConnections()
+		time.Sleep(2 * interval)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+		resp, err := c.HTTPClient().Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.Header.Get("X-Client-Serial") + " " + resp.Header.Get("X-Client-CN")
+	}
+	if got := get("first"); got != "1001 gen-1" {
+		t.Fatalf("first call: server saw %q, want 1001 gen-1", got)
+	}
+
+	// Half a rotation: the new certificate next to the old key does not
+	// load; the old pair stays in use.
+	mtlsReplace(t, dir, "tls.crt", cert2)
+	if got := get("half rotation"); got != "1001 gen-1" {
+		t.Errorf("after replacing the certificate alone: server saw %q, want the last good pair 1001 gen-1", got)
+	}
+	if _, lastErr := src.status(); lastErr == nil {
+		t.Error("a mismatched pair was not reported as a failed reload")
+	} else {
+		t.Logf("half rotation: kept the last good pair: %v", lastErr)
+	}
+
+	// The key follows: the new pair is used from the next handshake on,
+	// while the pooled connection keeps the certificate it was made with.
+	mtlsReplace(t, dir, "tls.key", key2)
+	time.Sleep(2 * interval)
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "/", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if got := resp.Header.Get("X-Client-Serial"); got != "1001" {
+		t.Errorf("pooled connection after rotation: server saw serial %s, want 1001 (no new handshake)", got)
+	}
+	if got := get("rotated"); got != "1002 gen-2" {
+		t.Errorf("after rotation: server saw %q, want 1002 gen-2", got)
+	}
+
+	// Rewriting the files in place works too (same inode; the
+	// modification time moves).
+	mtlsWrite(t, dir, "tls.key", key3)
+	mtlsWrite(t, dir, "tls.crt", cert3)
+	future := time.Now().Add(time.Second)
+	_ = os.Chtimes(certFile, future, future)
+	if got := get("in place"); got != "1003 gen-3" {
+		t.Errorf("after rewriting in place: server saw %q, want 1003 gen-3", got)
+	}
+	if reloads, lastErr := src.status(); reloads != 2 || lastErr != nil {
+		t.Errorf("status: %d reloads, last error %v; want 2, nil", reloads, lastErr)
+	}
+}
+
+// TestCertSourceInterval: the files are looked at no more than every
+// interval, and an unreadable or broken pair keeps the last good one.
+func TestCertSourceInterval(t *testing.T) {
+	dir := t.TempDir()
+	ca := mtlsNewCA(t, "private CA")
+	cert1, key1 := ca.issue(t, "gen-1", 1, false)
+	cert2, key2 := ca.issue(t, "gen-2", 2, false)
+	certFile := mtlsWrite(t, dir, "c.pem", cert1)
+	keyFile := mtlsWrite(t, dir, "k.pem", key1)
+	s, err := newCertSource(certFile, keyFile, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial := func(c *tls.Certificate) int64 {
+		leaf, err := x509.ParseCertificate(c.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leaf.SerialNumber.Int64()
+	}
+	t0 := s.checked
+
+	mtlsReplace(t, dir, "c.pem", cert2)
+	mtlsReplace(t, dir, "k.pem", key2)
+	if got := serial(s.current(t0.Add(59 * time.Minute))); got != 1 {
+		t.Errorf("within the interval: serial %d, want 1 (no look at the files)", got)
+	}
+	if got := serial(s.current(t0.Add(61 * time.Minute))); got != 2 {
+		t.Errorf("after the interval: serial %d, want 2", got)
+	}
+
+	// Garbage, then a missing key: the last good pair stays.
+	mtlsReplace(t, dir, "c.pem", []byte("garbage"))
+	if got := serial(s.current(t0.Add(3 * time.Hour))); got != 2 {
+		t.Errorf("garbage certificate: serial %d, want 2", got)
+	}
+	if err := os.Remove(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	if got := serial(s.current(t0.Add(5 * time.Hour))); got != 2 {
+		t.Errorf("missing key: serial %d, want 2", got)
+	}
+	if _, lastErr := s.status(); lastErr == nil || !strings.Contains(lastErr.Error(), "TLS_") {
+		t.Errorf("last error %v, want one naming the variable", lastErr)
+	}
+
+	// Files back: the next look after the interval loads them.
+	mtlsReplace(t, dir, "c.pem", cert1)
+	mtlsReplace(t, dir, "k.pem", key1)
+	if got := serial(s.current(t0.Add(7 * time.Hour))); got != 1 {
+		t.Errorf("files back: serial %d, want 1", got)
+	}
+}
+
+// TestTLSNewReportsUnreadableFiles: New (with settings not checked by
+// config.Load) names the variable of a file it cannot use.
+func TestTLSNewReportsUnreadableFiles(t *testing.T) {
+	dir := t.TempDir()
+	c := config.Baseline()
+	c.BaseURL = "https://payments.internal"
+	c.TLSCAFile = filepath.Join(dir, "missing-ca.pem")
+	_, err := New([]config.Loaded{{Name: "payments", Prefix: "PAYMENTS", Client: c}})
+	if err == nil || !strings.Contains(err.Error(), "TLS_CA_FILE") {
+		t.Errorf("missing CA file: err = %v, want one naming TLS_CA_FILE", err)
+	}
+	c.TLSCAFile = ""
+	c.TLSCertFile = mtlsWrite(t, dir, "c.pem", []byte("not a certificate"))
+	c.TLSKeyFile = mtlsWrite(t, dir, "k.pem", []byte("not a key"))
+	_, err = New([]config.Loaded{{Name: "payments", Prefix: "PAYMENTS", Client: c}})
+	if err == nil || !strings.Contains(err.Error(), "TLS_CERT_FILE") {
+		t.Errorf("bad pair: err = %v, want one naming TLS_CERT_FILE", err)
+	}
+}
+
+// TestTLSNeverSkipsVerification: no source file of the package turns
+// certificate verification off.
+func TestTLSNeverSkipsVerification(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "InsecureSkipVerify") {
+			t.Errorf("%s mentions InsecureSkipVerify", f)
+		}
+	}
+}
