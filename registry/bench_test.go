@@ -100,7 +100,9 @@ func benchGet(do func(*http.Request) (*http.Response, error), url string) error 
 
 // benchWorkers runs b.N calls on exactly workers goroutines, each taking
 // the next call as soon as its previous one is done, so that workers calls
-// are in flight until the last ones.
+// are in flight until the last ones. It reports cpu-ns/op, the CPU time
+// of the process (client and server) per call, which other load on the
+// machine disturbs far less than ns/op.
 func benchWorkers(b *testing.B, workers int, call func() error) {
 	b.Helper()
 	var (
@@ -110,6 +112,7 @@ func benchWorkers(b *testing.B, workers int, call func() error) {
 		first error
 	)
 	b.ResetTimer()
+	cpu0 := benchCPU()
 	for range workers {
 		wg.Go(func() {
 			for next.Add(1) <= int64(b.N) {
@@ -121,10 +124,12 @@ func benchWorkers(b *testing.B, workers int, call func() error) {
 		})
 	}
 	wg.Wait()
+	cpu := benchCPU() - cpu0
 	b.StopTimer()
 	if first != nil {
 		b.Fatal(first)
 	}
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkCall is a full GET (request, response, body read and closed)
