@@ -1,0 +1,275 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/internal/testutil"
+)
+
+// A caller with 300ms left gets a call bounded by 300ms - 100ms reserve,
+// far below CALL_TIMEOUT, and an error that says the budget ran out.
+func TestBudgetCallerDeadlineCapsCall(t *testing.T) {
+	var maxBudget atomic.Int64 // the largest X-Time-Budget seen, in ms
+	slow := testutil.SlowHeaders()
+	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d, err := capbudget.ParseHeader(r.Header.Get(capbudget.Header)); err == nil {
+			for ms := d.Milliseconds(); ; {
+				cur := maxBudget.Load()
+				if ms <= cur || maxBudget.CompareAndSwap(cur, ms) {
+					break
+				}
+			}
+		} else {
+			maxBudget.Store(1 << 40) // a missing header fails below
+		}
+		slow.ServeHTTP(w, r)
+	}))
+	c := tbrClient(t, srv.URL, map[string]string{
+		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "3s", "READ_TIMEOUT": "3s", "CALL_TIMEOUT": "5s",
+	})
+	// Ending early is a bug every time; ending late may be a stall of a
+	// loaded machine, so only three late runs in a row fail.
+	var late []time.Duration
+	for run := 1; run <= 3; run++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		_, elapsed, err := tbrGet(t, ctx, c, "/")
+		cancel()
+		t.Logf("run %d: budget timeout after %v: %v (errors.Is DeadlineExceeded: %v)",
+			run, elapsed, err, errors.Is(err, context.DeadlineExceeded))
+		tbrTimeout(t, err, OpBudgetTimeout, 1)
+		// ErrExhausted is the cause of the capped deadline only: had the
+		// caller's own deadline fired first, the cause would be
+		// context.DeadlineExceeded.
+		if !errors.Is(err, capbudget.ErrExhausted) {
+			t.Fatalf("error does not match capbudget.ErrExhausted: %v", err)
+		}
+		if elapsed < 150*time.Millisecond {
+			t.Fatalf("call ended after %v, want ~200ms (caller's 300ms - 100ms reserve)", elapsed)
+		}
+		if elapsed < 290*time.Millisecond {
+			late = nil
+			break
+		}
+		late = append(late, elapsed)
+	}
+	if len(late) > 0 {
+		t.Errorf("calls ended after %v, want ~200ms (< 290ms; caller's 300ms - 100ms reserve)", late)
+	}
+	if st := c.Status(); st.BudgetCapped == 0 || st.BudgetCapped != st.Calls {
+		t.Errorf("Status(): BudgetCapped = %d, Calls = %d; want every call capped", st.BudgetCapped, st.Calls)
+	}
+	// Each attempt told the server the budget it had: at most 200ms.
+	if n := srv.Requests(); n == 0 || n != int64(c.Status().Calls) {
+		t.Errorf("server saw %d requests for %d calls", n, c.Status().Calls)
+	}
+	if ms := maxBudget.Load(); ms > 200 || ms <= 0 {
+		t.Errorf("server saw %s up to %dms, want (0, 200ms]", capbudget.Header, ms)
+	}
+}
+
+// A budget already spent (less than the reserve left, or past) fails fast:
+// no request reaches the server and the rejection allocates nothing.
+func TestBudgetSpentFailsFast(t *testing.T) {
+	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	c := tbrClient(t, srv.URL, nil)
+
+	for _, tc := range []struct {
+		name string
+		left time.Duration
+	}{
+		{"less than the reserve", 50 * time.Millisecond},
+		{"past", -time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), tc.left)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := c.Do(req)
+			if resp != nil {
+				resp.Body.Close()
+				t.Fatalf("got a response (%d), want none", resp.StatusCode)
+			}
+			tbrError(t, err, OpBudget)
+			if !errors.Is(err, capbudget.ErrExhausted) {
+				t.Errorf("error does not match capbudget.ErrExhausted: %v", err)
+			}
+			if allocs := testing.AllocsPerRun(100, func() { _, _ = c.Do(req) }); allocs != 0 {
+				t.Errorf("a spent-budget rejection allocates %v times, want 0", allocs)
+			}
+		})
+	}
+	if n := srv.Requests(); n != 0 {
+		t.Errorf("server saw %d requests, want 0", n)
+	}
+	if st := c.Status(); st.BudgetRejected < 2 || st.Calls != 0 {
+		t.Errorf("Status(): BudgetRejected = %d, Calls = %d; want >= 2, 0", st.BudgetRejected, st.Calls)
+	}
+}
+
+// Every attempt carries X-Time-Budget: the time left before the call's
+// deadline, smaller at each retry by at least the time the previous
+// attempt took. The caller's request is not modified.
+func TestBudgetHeaderPerAttempt(t *testing.T) {
+	const delay = 30 * time.Millisecond
+	srv := testutil.Script(t,
+		testutil.Resp{Status: http.StatusServiceUnavailable, Delay: delay},
+		testutil.Resp{Status: http.StatusServiceUnavailable, Delay: delay},
+		testutil.Resp{Status: http.StatusOK, Body: "ok"})
+	c := tbrClient(t, srv.URL, map[string]string{
+		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "1s", "READ_TIMEOUT": "1s", "CALL_TIMEOUT": "5s",
+		"RETRIES": "2", "BACKOFF_BASE": "10ms", "BACKOFF_MAX": "20ms",
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, want 200", resp.StatusCode)
+	}
+	if v := req.Header.Get(capbudget.Header); v != "" {
+		t.Errorf("the caller's request got %s: %s", capbudget.Header, v)
+	}
+	got := srv.Received()
+	if len(got) != 3 {
+		t.Fatalf("server saw %d requests, want 3", len(got))
+	}
+	var budgets []time.Duration
+	for i, r := range got {
+		b, err := capbudget.ParseHeader(r.Header.Get(capbudget.Header))
+		if err != nil {
+			t.Fatalf("attempt %d: %v", i+1, err)
+		}
+		budgets = append(budgets, b)
+	}
+	t.Logf("X-Time-Budget per attempt: %v", budgets)
+	// The caller has 2s; the call keeps 100ms back.
+	if budgets[0] > 1900*time.Millisecond || budgets[0] < time.Second {
+		t.Errorf("first attempt's budget %v, want just under 1.9s (2s - 100ms reserve)", budgets[0])
+	}
+	for i := 1; i < len(budgets); i++ {
+		// Each attempt took at least delay; whole-millisecond
+		// truncation may take 1ms off the difference.
+		if d := budgets[i-1] - budgets[i]; d < delay-time.Millisecond {
+			t.Errorf("budget went from %v to %v at attempt %d, want a decrease of >= %v", budgets[i-1], budgets[i], i+1, delay)
+		}
+	}
+}
+
+// Without a caller deadline the header carries what is left of CALL_TIMEOUT.
+func TestBudgetHeaderFromCallTimeout(t *testing.T) {
+	srv := testutil.Script(t, testutil.Resp{Body: "ok"})
+	c := tbrClient(t, srv.URL, map[string]string{
+		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "1s", "READ_TIMEOUT": "1s", "CALL_TIMEOUT": "5s",
+	})
+	// No caller deadline: CALL_TIMEOUT alone bounds the call.
+	resp, _, err := tbrGet(t, context.Background(), c, "/")
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	resp.Body.Close()
+	b, err := capbudget.ParseHeader(srv.Received()[0].Header.Get(capbudget.Header))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b > 5*time.Second || b < 4*time.Second {
+		t.Errorf("budget %v, want just under CALL_TIMEOUT 5s", b)
+	}
+}
+
+// Service A, behind capbudget.Middleware, calls service B through a
+// registry client with its request's context: the budget A was given
+// shrinks by at least the reserve on its way to B.
+func TestBudgetPropagatesThroughMiddleware(t *testing.T) {
+	var callB *Client // set once the registry is built, before any request
+	seenB := make(chan time.Duration, 1)
+	b := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, err := capbudget.ParseHeader(r.Header.Get(capbudget.Header))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		seenB <- d
+		io.WriteString(w, "b")
+	}))
+	seenA := make(chan time.Duration, 1)
+	a := testutil.NewServer(t, capbudget.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, err := capbudget.ParseHeader(r.Header.Get(capbudget.Header))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		seenA <- d
+		if _, ok := r.Context().Deadline(); !ok {
+			http.Error(w, "middleware set no deadline", http.StatusInternalServerError)
+			return
+		}
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "/", nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		resp, err := callB.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		fmt.Fprintf(w, "a+%s", body)
+	})))
+
+	t.Setenv("OUTBOUND_SYSTEMS", "svc-a,svc-b")
+	t.Setenv("SVC_A_BASE_URL", a.URL)
+	t.Setenv("SVC_B_BASE_URL", b.URL)
+	r, err := FromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	callB = r.MustClient("svc-b")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := r.MustClient("svc-a").Do(req)
+	if err != nil {
+		t.Fatalf("call to A: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || string(body) != "a+b" {
+		t.Fatalf("A answered %d %q (%v), want 200 \"a+b\"", resp.StatusCode, body, err)
+	}
+	budgetA, budgetB := <-seenA, <-seenB
+	t.Logf("X-Time-Budget: A saw %v, B saw %v", budgetA, budgetB)
+	if budgetA > 900*time.Millisecond {
+		t.Errorf("A saw %v, want <= 900ms (1s - 100ms reserve)", budgetA)
+	}
+	if budgetB > budgetA-capbudget.DefaultReserve {
+		t.Errorf("B saw %v, want <= A's %v - %v reserve", budgetB, budgetA, capbudget.DefaultReserve)
+	}
+	if budgetB <= 0 {
+		t.Errorf("B saw %v, want a positive budget", budgetB)
+	}
+}

@@ -1,0 +1,475 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/internal/testutil"
+)
+
+// tbrFast are settings that keep retry tests short: local timeouts and a
+// backoff of a few milliseconds.
+func tbrFast(extra ...string) map[string]string {
+	env := map[string]string{
+		"CONNECT_TIMEOUT": "500ms", "TLS_HANDSHAKE_TIMEOUT": "1s", "READ_TIMEOUT": "2s", "CALL_TIMEOUT": "5s",
+		"BACKOFF_BASE": "5ms", "BACKOFF_MAX": "20ms",
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		env[extra[i]] = extra[i+1]
+	}
+	return env
+}
+
+// tbrRead reads and closes resp's body.
+func tbrRead(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the body: %v", err)
+	}
+	return string(b)
+}
+
+func TestRetryTemporaryStatusThenSuccess(t *testing.T) {
+	srv := testutil.Script(t, testutil.FailN(2, http.StatusServiceUnavailable)...)
+	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
+	resp, elapsed, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK || tbrRead(t, resp) != "ok" {
+		t.Fatalf("got %d, want 200 ok", resp.StatusCode)
+	}
+	t.Logf("503, 503, 200 in %v", elapsed)
+	if n := srv.Hits(); n != 3 {
+		t.Errorf("server saw %d requests, want 3", n)
+	}
+	if st := c.Status(); st.Retries != 2 || st.OK != 1 {
+		t.Errorf("Status(): Retries = %d, OK = %d; want 2, 1", st.Retries, st.OK)
+	}
+}
+
+func TestRetryNotOnClientErrors(t *testing.T) {
+	for _, code := range []int{http.StatusBadRequest, http.StatusNotFound} {
+		t.Run(http.StatusText(code), func(t *testing.T) {
+			srv := testutil.Script(t, testutil.Resp{Status: code, Body: "no"}, testutil.Resp{Body: "ok"})
+			c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
+			resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
+			if err != nil {
+				t.Fatalf("Do: %v", err)
+			}
+			if resp.StatusCode != code || tbrRead(t, resp) != "no" {
+				t.Errorf("got %d, want %d \"no\"", resp.StatusCode, code)
+			}
+			if n := srv.Hits(); n != 1 {
+				t.Errorf("server saw %d requests, want 1", n)
+			}
+		})
+	}
+}
+
+// When retries run out on a temporary status, the caller gets the last
+// response, body intact, as http.Client would.
+func TestRetryExhaustedReturnsLastResponse(t *testing.T) {
+	srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable, Body: "try later"})
+	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
+	resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("status %d, want 503", resp.StatusCode)
+	}
+	if body := tbrRead(t, resp); body != "try later" {
+		t.Errorf("body %q, want \"try later\"", body)
+	}
+	if n := srv.Hits(); n != 3 {
+		t.Errorf("server saw %d requests, want 3 (1 + RETRIES)", n)
+	}
+}
+
+// A Retry-After longer than the caller has left ends the call at once with
+// the status and the deadline both visible.
+func TestRetryAfterPastDeadline(t *testing.T) {
+	srv := testutil.Script(t, testutil.Resp{Status: http.StatusTooManyRequests, Header: testutil.RetryAfterSeconds(1)},
+		testutil.Resp{Body: "ok"})
+	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, elapsed, err := tbrGet(t, ctx, c, "/")
+	t.Logf("gave up after %v: %v", elapsed, err)
+	e := tbrError(t, err, OpStatus)
+	if e.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("Error.StatusCode = %d, want 429", e.StatusCode)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error does not match context.DeadlineExceeded: %v", err)
+	}
+	// The call's deadline (400ms: 500ms - reserve) was not waited for:
+	// had it fired, the cause would be capbudget.ErrExhausted.
+	if errors.Is(err, capbudget.ErrExhausted) {
+		t.Errorf("the call waited for its deadline: %v", err)
+	}
+	if elapsed >= 500*time.Millisecond {
+		t.Errorf("returned after %v, want at once (before the caller's 500ms)", elapsed)
+	}
+	if n := srv.Hits(); n != 1 {
+		t.Errorf("server saw %d requests, want 1", n)
+	}
+}
+
+// A Retry-After HTTP-date in the future is waited for, then the retry
+// succeeds.
+func TestRetryAfterDateHonoured(t *testing.T) {
+	// The date has whole seconds: the wait is between 1s and 2s.
+	srv := testutil.Script(t,
+		testutil.Resp{Status: http.StatusTooManyRequests, Header: testutil.RetryAfterDate(time.Now().Add(2 * time.Second))},
+		testutil.Resp{Body: "ok"})
+	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
+	resp, elapsed, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK || tbrRead(t, resp) != "ok" {
+		t.Fatalf("got %d, want 200 ok", resp.StatusCode)
+	}
+	t.Logf("429 (Retry-After: date), 200 in %v", elapsed)
+	if elapsed < 800*time.Millisecond || elapsed > 3*time.Second {
+		t.Errorf("took %v, want the Retry-After wait of 1-2s", elapsed)
+	}
+	if n := srv.Hits(); n != 2 {
+		t.Errorf("server saw %d requests, want 2", n)
+	}
+}
+
+// A Retry-After above RETRY_AFTER_MAX is not waited for: the caller gets
+// the 429 at once.
+func TestRetryAfterAboveMax(t *testing.T) {
+	srv := testutil.Script(t, testutil.Resp{Status: http.StatusTooManyRequests, Header: testutil.RetryAfterSeconds(5), Body: "slow down"},
+		testutil.Resp{Body: "ok"})
+	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2", "RETRY_AFTER_MAX", "1s"))
+	resp, elapsed, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if resp.StatusCode != http.StatusTooManyRequests || tbrRead(t, resp) != "slow down" {
+		t.Errorf("got %d, want 429 \"slow down\"", resp.StatusCode)
+	}
+	// Waiting 5s would have led to a second request and its 200.
+	if elapsed > 2*time.Second {
+		t.Errorf("took %v, want at once (the hint was 5s)", elapsed)
+	}
+	if n := srv.Hits(); n != 1 {
+		t.Errorf("server saw %d requests, want 1", n)
+	}
+}
+
+func TestRetryPOST(t *testing.T) {
+	post := func(t *testing.T, c *Client, body io.Reader, key string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(tbrCtx(t, 5*time.Second), http.MethodPost, "/orders", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("Do: %v", err)
+		}
+		return resp
+	}
+
+	t.Run("without Idempotency-Key sent once", func(t *testing.T) {
+		srv := testutil.Script(t, testutil.FailN(2, http.StatusServiceUnavailable)...)
+		c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
+		resp := post(t, c, bytes.NewReader([]byte(`{"qty":1}`)), "")
+		tbrRead(t, resp)
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("status %d, want the 503", resp.StatusCode)
+		}
+		if n := srv.Hits(); n != 1 {
+			t.Errorf("server saw %d requests, want 1", n)
+		}
+	})
+
+	t.Run("with Idempotency-Key and a replayable body retried", func(t *testing.T) {
+		srv := testutil.Script(t, testutil.FailN(2, http.StatusServiceUnavailable)...)
+		c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
+		const payload = `{"sku":"42","qty":3}`
+		resp := post(t, c, bytes.NewReader([]byte(payload)), "order-7")
+		if resp.StatusCode != http.StatusOK || tbrRead(t, resp) != "ok" {
+			t.Fatalf("got %d, want 200 ok", resp.StatusCode)
+		}
+		got := srv.Received()
+		if len(got) != 3 {
+			t.Fatalf("server saw %d requests, want 3", len(got))
+		}
+		for i, r := range got {
+			if r.Method != http.MethodPost || string(r.Body) != payload || r.Header.Get("Idempotency-Key") != "order-7" {
+				t.Errorf("attempt %d: %s body %q key %q, want POST %q key order-7",
+					i+1, r.Method, r.Body, r.Header.Get("Idempotency-Key"), payload)
+			}
+		}
+	})
+
+	t.Run("with Idempotency-Key but a one-shot body sent once", func(t *testing.T) {
+		srv := testutil.Script(t, testutil.FailN(2, http.StatusServiceUnavailable)...)
+		c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
+		resp := post(t, c, io.NopCloser(strings.NewReader(`{"qty":1}`)), "order-8")
+		tbrRead(t, resp)
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Errorf("status %d, want the 503", resp.StatusCode)
+		}
+		if n := srv.Hits(); n != 1 {
+			t.Errorf("server saw %d requests, want 1", n)
+		}
+		if got := srv.Received(); len(got) == 1 && string(got[0].Body) != `{"qty":1}` {
+			t.Errorf("body %q, want the payload", got[0].Body)
+		}
+	})
+}
+
+// Transport errors (a connection reset before any response) are retried
+// for GET, each on a new connection.
+func TestRetryTransportErrors(t *testing.T) {
+	srv := testutil.Script(t,
+		testutil.Resp{Handler: testutil.Reset()},
+		testutil.Resp{Handler: testutil.Reset()},
+		testutil.Resp{Body: "ok"})
+	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
+	resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK || tbrRead(t, resp) != "ok" {
+		t.Fatalf("got %d, want 200 ok", resp.StatusCode)
+	}
+	if n := srv.Hits(); n != 3 {
+		t.Errorf("server saw %d requests, want 3", n)
+	}
+	if n := srv.Conns(); n != 3 {
+		t.Errorf("server saw %d connections, want 3 (a reset connection is not reused)", n)
+	}
+}
+
+// tbrObserver calls onAttempt for every attempt.
+type tbrObserver struct {
+	onAttempt func(AttemptEvent)
+	mu        sync.Mutex
+	calls     []CallEvent
+}
+
+func (o *tbrObserver) ObserveAttempt(e AttemptEvent) {
+	if o.onAttempt != nil {
+		o.onAttempt(e)
+	}
+}
+
+func (o *tbrObserver) ObserveCall(e CallEvent) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, e)
+}
+
+func (o *tbrObserver) ObserveBreaker(string, BreakerState, BreakerState) {}
+
+// A caller that cancels while the call waits to retry gets its
+// cancellation back at once; no further attempt is sent.
+func TestRetryCanceledDuringWait(t *testing.T) {
+	srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable, Header: testutil.RetryAfterSeconds(3)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stop func() bool
+	obs := &tbrObserver{onAttempt: func(e AttemptEvent) {
+		// The first attempt got its 503; the call is about to wait 3s.
+		if e.Attempt == 1 {
+			stop = time.AfterFunc(100*time.Millisecond, cancel).Stop
+		}
+	}}
+	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"), WithObserver(obs))
+	_, elapsed, err := tbrGet(t, ctx, c, "/")
+	if stop != nil {
+		stop()
+	}
+	t.Logf("canceled after %v: %v", elapsed, err)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error does not match context.Canceled: %v", err)
+	}
+	e := tbrError(t, err, OpCanceled)
+	if e.StatusCode != http.StatusServiceUnavailable || e.Attempts != 1 {
+		t.Errorf("Error.StatusCode = %d, Attempts = %d; want 503, 1", e.StatusCode, e.Attempts)
+	}
+	if elapsed > time.Second {
+		t.Errorf("returned after %v, want promptly after the cancel at 100ms (the wait was 3s)", elapsed)
+	}
+	if n := srv.Hits(); n != 1 {
+		t.Errorf("server saw %d requests, want 1", n)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.calls) != 1 || obs.calls[0].Outcome != OutcomeCanceled {
+		t.Errorf("observed calls %+v, want one with outcome %v", obs.calls, OutcomeCanceled)
+	}
+}
+
+// A 503 with a 64 KiB body is drained before the retry, so the retry
+// reuses the connection.
+func TestRetryReusesConnection(t *testing.T) {
+	srv := testutil.Script(t, testutil.LargeBody(http.StatusServiceUnavailable, testutil.LargeBodySize), testutil.Resp{Body: "ok"})
+	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
+	resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK || tbrRead(t, resp) != "ok" {
+		t.Fatalf("got %d, want 200 ok", resp.StatusCode)
+	}
+	if n := srv.Hits(); n != 2 {
+		t.Errorf("server saw %d requests, want 2", n)
+	}
+	if n := srv.Conns(); n != 1 {
+		t.Errorf("server saw %d connections, want 1 (the 503's body drained, connection reused)", n)
+	}
+}
+
+// backoff is full jitter: uniform over [0, min(max, base*2^(n-1))], for
+// every retry a client can make (RETRIES <= 10, so n <= 10).
+func TestBackoffFullJitter(t *testing.T) {
+	for _, tc := range []struct{ base, limit time.Duration }{
+		{100 * time.Millisecond, 2 * time.Second},
+		{5 * time.Millisecond, 20 * time.Millisecond},
+		{time.Second, time.Second},
+		{time.Nanosecond, time.Hour},
+		{time.Hour, 1000 * time.Hour},
+	} {
+		for n := 1; n <= 10; n++ {
+			ceil := tc.limit
+			if f := float64(tc.base) * math.Pow(2, float64(n-1)); f < float64(tc.limit) {
+				ceil = time.Duration(f)
+			}
+			var hi time.Duration
+			for range 500 {
+				d := backoff(tc.base, tc.limit, n)
+				if d < 0 || d > ceil {
+					t.Fatalf("backoff(%v, %v, %d) = %v, want within [0, %v]", tc.base, tc.limit, n, d, ceil)
+				}
+				hi = max(hi, d)
+			}
+			// 500 uniform draws all below half the ceiling: chance 2^-500.
+			if ceil > 1 && hi < ceil/2 {
+				t.Errorf("backoff(%v, %v, %d): 500 draws all <= %v, want spread over [0, %v]", tc.base, tc.limit, n, hi, ceil)
+			}
+		}
+	}
+	if d := backoff(0, 0, 1); d != 0 {
+		t.Errorf("backoff(0, 0, 1) = %v, want 0", d)
+	}
+}
+
+// ParseRetryAfter with go-retryablehttp's cases, on a fake clock
+// (synctest's bubble starts at 2000-01-01 00:00:00 UTC), so HTTP-dates
+// give exact durations.
+func TestParseRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if want := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC); !start.Equal(want) {
+			t.Fatalf("synctest clock starts at %v, want %v", start, want)
+		}
+		for _, tc := range []struct {
+			in   string
+			want time.Duration
+			ok   bool
+		}{
+			{"2", 2 * time.Second, true},
+			{"0", 0, true},
+			{" 7 ", 7 * time.Second, true},
+			{"4294967295", 4294967295 * time.Second, true},
+			{"Sat, 01 Jan 2000 00:00:02 GMT", 2 * time.Second, true},              // IMF-fixdate
+			{"Saturday, 01-Jan-00 00:01:00 GMT", time.Minute, true},               // RFC 850
+			{"Sat Jan  1 01:00:00 2000", time.Hour, true},                         // ANSI C asctime
+			{"Fri, 31 Dec 1999 23:59:59 GMT", 0, true},                            // past: 0
+			{"Fri, 31 Dec 1999 23:59:00 GMT", 0, true},                            // past: 0
+			{"Fri, 31 Dec 9999 23:59:59 GMT", time.Duration(math.MaxInt64), true}, // saturates
+			{"", 0, false},
+			{"   ", 0, false},
+			{"-2", 0, false},
+			{"-1", 0, false},
+			{"1.5", 0, false},
+			{"3s", 0, false},
+			{"4294967296", 0, false},
+			{"99999999999999999999", 0, false},
+			{"Fri, 32 Dec 1999 23:59:59 GMT", 0, false},
+			{"badbadbad", 0, false},
+		} {
+			d, ok := ParseRetryAfter(tc.in, time.Now())
+			if d != tc.want || ok != tc.ok {
+				t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", tc.in, d, ok, tc.want, tc.ok)
+			}
+		}
+
+		// The same date means less wait as the clock moves on, and none
+		// once it has passed.
+		const date = "Sat, 01 Jan 2000 00:01:30 GMT"
+		time.Sleep(30 * time.Second)
+		if d, ok := ParseRetryAfter(date, time.Now()); d != time.Minute || !ok {
+			t.Errorf("30s later: ParseRetryAfter(%q) = %v, %v; want 1m0s, true", date, d, ok)
+		}
+		time.Sleep(2 * time.Minute)
+		if d, ok := ParseRetryAfter(date, time.Now()); d != 0 || !ok {
+			t.Errorf("after the date: ParseRetryAfter(%q) = %v, %v; want 0, true", date, d, ok)
+		}
+	})
+}
+
+// sleep waits the full duration unless the context ends first.
+func TestRetrySleep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if !sleep(context.Background(), 3*time.Second) || time.Since(start) != 3*time.Second {
+			t.Errorf("sleep(3s) returned false or after %v", time.Since(start))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start = time.Now()
+		if sleep(ctx, time.Hour) || time.Since(start) != time.Second {
+			t.Errorf("sleep(1h) under a 1s deadline returned true or after %v", time.Since(start))
+		}
+		if sleep(ctx, 0) {
+			t.Error("sleep(0) on a done context returned true")
+		}
+	})
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{
+		"", "-1", "-2", "0", "2", "3", "1.5", "badbadbad",
+		"Fri, 31 Dec 1999 23:59:59 GMT", "Fri, 31 Dec 1999 23:59:00 GMT", "Fri, 32 Dec 1999 23:59:59 GMT",
+		"Fri, 31 Dec 9999 23:59:59 GMT", "Mon, 01 Jan 20x6 00:00:00 GMT", "Thu, 01 Jan 1970 00:00:00 GMT",
+		"4294967295", "4294967296", "18446744073709551615", "99999999999999999999999999",
+	} {
+		f.Add(s)
+	}
+	now := time.Date(1999, 12, 31, 23, 59, 57, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, v string) {
+		d, ok := ParseRetryAfter(v, now)
+		if d < 0 {
+			t.Fatalf("ParseRetryAfter(%q) = %v, negative", v, d)
+		}
+		if !ok && d != 0 {
+			t.Fatalf("ParseRetryAfter(%q) = %v, false; want 0 when not ok", v, d)
+		}
+	})
+}

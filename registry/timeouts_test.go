@@ -1,0 +1,238 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/internal/testutil"
+)
+
+// The helpers of timeouts_test.go, budget_test.go and retry_test.go carry
+// the prefix tbr so that they never collide with helpers of the other test
+// files of the package.
+
+// tbrSystem is the system every test of these files declares.
+const tbrSystem = "inv"
+
+// tbrClient declares the system "inv" through the environment (t.Setenv:
+// OUTBOUND_SYSTEMS, INV_BASE_URL and INV_<key> for each entry of env),
+// builds a registry with registry.FromEnvWith and returns the system's
+// client. The registry is closed in t.Cleanup, which runs before the
+// cleanups of servers created earlier in the test.
+func tbrClient(t *testing.T, baseURL string, env map[string]string, opts ...Option) *Client {
+	t.Helper()
+	t.Setenv("OUTBOUND_SYSTEMS", tbrSystem)
+	t.Setenv("INV_BASE_URL", baseURL)
+	for k, v := range env {
+		t.Setenv("INV_"+k, v)
+	}
+	r, err := FromEnvWith(nil, opts...)
+	if err != nil {
+		t.Fatalf("FromEnvWith: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	c, err := r.Client(tbrSystem)
+	if err != nil {
+		t.Fatalf("Client(%q): %v", tbrSystem, err)
+	}
+	return c
+}
+
+// tbrGet sends GET path through c.Do under ctx and reports how long Do
+// took (to the response headers or the error).
+func tbrGet(t *testing.T, ctx context.Context, c *Client, path string) (*http.Response, time.Duration, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	resp, err := c.Do(req)
+	return resp, time.Since(start), err
+}
+
+// tbrCtx is the test's outer bound: no call of these tests may run longer.
+func tbrCtx(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// tbrError asserts that err is or wraps an *Error of the system with the
+// given Op, and returns it.
+func tbrError(t *testing.T, err error, op Op) *Error {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want one with Op %q", op)
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T) does not wrap *registry.Error", err, err)
+	}
+	if e.System != tbrSystem {
+		t.Errorf("Error.System = %q, want %q", e.System, tbrSystem)
+	}
+	if e.Op != op {
+		t.Fatalf("Error.Op = %q, want %q; error: %v", e.Op, op, err)
+	}
+	return e
+}
+
+// tbrTimeout asserts a timeout error of the given phase: its Op, Timeout()
+// on both the *Error and the error Do returned (a *url.Error), and the
+// number of attempts sent.
+func tbrTimeout(t *testing.T, err error, op Op, attempts int) *Error {
+	t.Helper()
+	e := tbrError(t, err, op)
+	if !e.Timeout() {
+		t.Errorf("Error.Timeout() = false for Op %q", op)
+	}
+	var ne interface{ Timeout() bool }
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("the error Do returned (%T) does not report Timeout()", err)
+	}
+	if e.Attempts != attempts {
+		t.Errorf("Error.Attempts = %d, want %d", e.Attempts, attempts)
+	}
+	return e
+}
+
+// Each phase's timeout fires at its own bound, well before the next
+// larger one, and names itself.
+
+func TestTimeoutConnect(t *testing.T) {
+	addr := testutil.Blackhole(t)
+	c := tbrClient(t, "http://"+addr, map[string]string{
+		"CONNECT_TIMEOUT": "200ms", "TLS_HANDSHAKE_TIMEOUT": "1s", "READ_TIMEOUT": "1s",
+		"CALL_TIMEOUT": "3s", "RETRIES": "0",
+	})
+	_, elapsed, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
+	t.Logf("connect timeout after %v: %v", elapsed, err)
+	tbrTimeout(t, err, OpConnectTimeout, 1)
+	if elapsed < 180*time.Millisecond || elapsed > time.Second {
+		t.Errorf("connect timeout fired after %v, want about 200ms (>= 180ms, < READ_TIMEOUT 1s)", elapsed)
+	}
+}
+
+func TestTimeoutTLSHandshake(t *testing.T) {
+	addr := testutil.TLSHang(t)
+	c := tbrClient(t, "https://"+addr, map[string]string{
+		"CONNECT_TIMEOUT": "200ms", "TLS_HANDSHAKE_TIMEOUT": "300ms", "READ_TIMEOUT": "1s",
+		"CALL_TIMEOUT": "3s", "RETRIES": "0",
+	})
+	_, elapsed, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
+	t.Logf("TLS handshake timeout after %v: %v", elapsed, err)
+	tbrTimeout(t, err, OpTLSTimeout, 1)
+	if elapsed < 280*time.Millisecond || elapsed > time.Second {
+		t.Errorf("TLS handshake timeout fired after %v, want about 300ms (>= 280ms, < READ_TIMEOUT 1s)", elapsed)
+	}
+}
+
+func TestTimeoutRead(t *testing.T) {
+	srv := testutil.NewServer(t, testutil.SlowHeaders())
+	c := tbrClient(t, srv.URL, map[string]string{
+		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "300ms", "READ_TIMEOUT": "300ms", "CALL_TIMEOUT": "2s", "RETRIES": "0",
+	})
+	_, elapsed, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
+	t.Logf("read timeout after %v: %v", elapsed, err)
+	tbrTimeout(t, err, OpReadTimeout, 1)
+	if elapsed < 280*time.Millisecond || elapsed > 1500*time.Millisecond {
+		t.Errorf("read timeout fired after %v, want about 300ms (>= 280ms, well under CALL_TIMEOUT 2s)", elapsed)
+	}
+	if n := srv.Requests(); n != 1 {
+		t.Errorf("server saw %d requests, want 1 (RETRIES=0)", n)
+	}
+}
+
+// A body that trickles one byte every 900ms never trips the connect or read
+// (response header) timeouts: only CALL_TIMEOUT can end it, and it does,
+// even though Do itself returned long before.
+func TestTimeoutCallEndsBodyRead(t *testing.T) {
+	srv := testutil.NewServer(t, testutil.Trickle(900*time.Millisecond))
+	c := tbrClient(t, srv.URL, map[string]string{
+		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "500ms", "READ_TIMEOUT": "500ms", "CALL_TIMEOUT": "2s",
+	})
+	start := time.Now()
+	resp, _, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, want 200", resp.StatusCode)
+	}
+	b, err := io.ReadAll(resp.Body)
+	elapsed := time.Since(start)
+	t.Logf("body read ended after %v with %d bytes: %v", elapsed, len(b), err)
+	if err == nil {
+		t.Fatal("reading a never-ending body returned no error")
+	}
+	if elapsed < 1900*time.Millisecond || elapsed > 3500*time.Millisecond {
+		t.Errorf("body read ended after %v, want at CALL_TIMEOUT 2s (>= 1.9s, < 3.5s)", elapsed)
+	}
+	// The transport ends the body with the cause of the call's context:
+	// the read error names the call timeout, though it is not an *Error
+	// (the response was already handed over).
+	if !errors.Is(err, capbudget.ErrCallTimeout) {
+		t.Errorf("body read error %v does not match capbudget.ErrCallTimeout", err)
+	}
+	if len(b) == 0 || strings.Trim(string(b), "x") != "" {
+		t.Errorf("read %q, want some trickled 'x' bytes", b)
+	}
+	if n := srv.Requests(); n != 1 {
+		t.Errorf("server saw %d requests, want 1", n)
+	}
+}
+
+// An attempt cut by CALL_TIMEOUT ends the call: no retry follows it, even
+// with retries left, and the error names the call timeout.
+func TestTimeoutCallNotRetried(t *testing.T) {
+	srv := testutil.NewServer(t, testutil.SlowHeaders())
+	// Attempts end on the read timeout at ~0.6s and ~1.2s; the third
+	// is cut by CALL_TIMEOUT at 1.7s, ~0.1s before its own read timeout.
+	c := tbrClient(t, srv.URL, map[string]string{
+		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "600ms", "READ_TIMEOUT": "600ms", "CALL_TIMEOUT": "1700ms",
+		"RETRIES": "5", "BACKOFF_BASE": "10ms", "BACKOFF_MAX": "20ms",
+	})
+	_, elapsed, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
+	t.Logf("call timeout after %v, %d requests: %v", elapsed, srv.Requests(), err)
+	e := tbrTimeout(t, err, OpCallTimeout, 3)
+	if !errors.Is(err, capbudget.ErrCallTimeout) {
+		t.Errorf("error does not match capbudget.ErrCallTimeout: %v", err)
+	}
+	if elapsed < 1650*time.Millisecond || elapsed > 2500*time.Millisecond {
+		t.Errorf("call ended after %v, want at CALL_TIMEOUT 1.7s", elapsed)
+	}
+	if n := srv.Requests(); n != int64(e.Attempts) {
+		t.Errorf("server saw %d requests, Error.Attempts = %d", n, e.Attempts)
+	}
+	if st := c.Status(); st.Retries != 2 {
+		t.Errorf("Status().Retries = %d, want 2 (none after the call timeout)", st.Retries)
+	}
+}
+
+// Read timeouts of an idempotent GET are retried while the call's deadline
+// allows: RETRIES=2 means three requests at the server.
+func TestTimeoutReadRetried(t *testing.T) {
+	srv := testutil.NewServer(t, testutil.SlowHeaders())
+	c := tbrClient(t, srv.URL, map[string]string{
+		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "300ms", "READ_TIMEOUT": "300ms", "CALL_TIMEOUT": "3s",
+		"RETRIES": "2", "BACKOFF_BASE": "10ms", "BACKOFF_MAX": "20ms",
+	})
+	_, elapsed, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
+	t.Logf("gave up after %v, %d requests: %v", elapsed, srv.Requests(), err)
+	tbrTimeout(t, err, OpReadTimeout, 3)
+	if n := srv.Requests(); n != 3 {
+		t.Errorf("server saw %d requests, want 3 (1 + RETRIES)", n)
+	}
+	if elapsed < 850*time.Millisecond || elapsed > 2500*time.Millisecond {
+		t.Errorf("3 read timeouts of 300ms took %v, want ~0.9-1s", elapsed)
+	}
+}
