@@ -1,8 +1,10 @@
 package registry
 
 import (
+	"net"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/outbound-go/outbound/config"
 )
@@ -13,27 +15,93 @@ import (
 // A redirect that is not followed comes back to the caller as the 3xx
 // response, not as an error.
 //
-// net/http already drops Authorization, Cookie and WWW-Authenticate on a
-// redirect to another domain; Idempotency-Key is dropped too, because a
-// key minted for one system means nothing to another.
+// Credentials never follow a redirect to another origin: once a call has
+// left the scheme and host (port included) of its first request,
+// Authorization, Proxy-Authorization, Cookie and Idempotency-Key are
+// dropped from it for the rest of its redirects. net/http drops
+// Authorization and Cookie only for another domain, and it compares host
+// names without their ports, so 127.0.0.1:8443 -> 127.0.0.1:9000 would
+// keep them; an Idempotency-Key minted for one system means nothing to
+// another.
 func redirectPolicy(c config.Client, base *url.URL) func(req *http.Request, via []*http.Request) error {
 	mode, limit := c.FollowRedirects, c.MaxRedirects
 	return func(req *http.Request, via []*http.Request) error {
 		if mode == "none" {
 			return http.ErrUseLastResponse
 		}
+		resolveRedirect(req)
 		// via holds the requests sent so far; following this redirect
 		// would be redirect number len(via).
-		if len(via) > limit || (mode == "same-host" && !sameHost(req.URL, base)) {
+		if len(via) > limit || (mode == "same-host" && !sameHost(originOf(req.URL, base), base)) {
 			return http.ErrUseLastResponse
 		}
-		if !sameHost(req.URL, via[0].URL) {
-			req.Header.Del("Idempotency-Key")
+		if leftOrigin(req, via, base) {
+			for _, h := range redirectSensitive {
+				req.Header.Del(h)
+			}
 		}
 		return nil
 	}
 }
 
+// redirectSensitive are the request headers that never follow a redirect
+// to another origin.
+var redirectSensitive = []string{"Authorization", "Proxy-Authorization", "Cookie", "Cookie2", "Idempotency-Key"}
+
+// resolveRedirect makes req's URL absolute when it is not. A request sent
+// through HTTPClient() with a relative URL (resolved against BASE_URL by
+// the pipeline) has its redirects parsed by net/http against that
+// relative URL, so they are relative too; the Location is resolved here
+// against the URL the previous hop was actually sent to.
+func resolveRedirect(req *http.Request) {
+	if req.URL.Host != "" || req.Response == nil || req.Response.Request == nil || req.Response.Request.URL == nil {
+		return
+	}
+	if u, err := req.Response.Request.URL.Parse(req.Response.Header.Get("Location")); err == nil && u.Host != "" {
+		req.URL = u
+	}
+}
+
+// originOf returns u, or base for a URL without a host: the pipeline
+// resolves those against BASE_URL.
+func originOf(u, base *url.URL) *url.URL {
+	if u.Host == "" {
+		return base
+	}
+	return u
+}
+
+// leftOrigin reports whether req, or any redirect before it, goes to
+// another origin than the call's first request.
+func leftOrigin(req *http.Request, via []*http.Request, base *url.URL) bool {
+	origin := originOf(via[0].URL, base)
+	if !sameHost(originOf(req.URL, base), origin) {
+		return true
+	}
+	for _, r := range via[1:] {
+		if !sameHost(originOf(r.URL, base), origin) {
+			return true
+		}
+	}
+	return false
+}
+
+// sameHost reports whether a and b have the same origin: scheme, host
+// name (case-insensitively) and port, the default port of the scheme
+// when none is given.
 func sameHost(a, b *url.URL) bool {
-	return a.Scheme == b.Scheme && a.Host == b.Host
+	return strings.EqualFold(a.Scheme, b.Scheme) && hostPort(a) == hostPort(b)
+}
+
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		switch strings.ToLower(u.Scheme) {
+		case "https":
+			port = "443"
+		case "http":
+			port = "80"
+		}
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
