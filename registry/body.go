@@ -13,6 +13,7 @@ import (
 // call's deadline.
 type permit struct {
 	c        *Client
+	ctx      context.Context // the call's capped context
 	cancel   context.CancelFunc
 	stop     func() bool
 	released atomic.Bool
@@ -46,6 +47,11 @@ type body struct {
 
 func (b *body) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF && b.p.ctx.Err() != nil {
+		// The call's deadline (or the caller) ended the read: say which,
+		// and for which system, as http.Client does for its Timeout.
+		return n, &Error{System: b.p.c.name, Op: classify(b.p.ctx, err), Err: withCause(err, b.p.ctx)}
+	}
 	if err == io.EOF && b.eof.CompareAndSwap(false, true) {
 		// The permit goes back at EOF, but the context is cancelled only
 		// at Close: cancelling now would not lose data, yet Close is what

@@ -178,7 +178,7 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 	if r2.URL != nil && r2.URL.Host == "" {
 		r2.URL = c.resolve(r2.URL)
 	}
-	p := &permit{c: c, cancel: cancel}
+	p := &permit{c: c, ctx: capped, cancel: cancel}
 	p.stop = context.AfterFunc(capped, p.release)
 
 	resp, err := send(r2)

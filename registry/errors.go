@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -85,6 +86,13 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes a call that ran out of time match context.DeadlineExceeded,
+// as http.Client's Timeout errors do, whatever the cause that fired
+// (capbudget.ErrCallTimeout or capbudget.ErrExhausted).
+func (e *Error) Is(target error) bool {
+	return target == context.DeadlineExceeded && (e.Op == OpCallTimeout || e.Op == OpBudgetTimeout)
+}
 
 // Timeout reports whether the call failed on a timeout of any phase, as
 // net.Error does.

@@ -177,11 +177,14 @@ func TestTimeoutCallEndsBodyRead(t *testing.T) {
 	if elapsed < 1900*time.Millisecond || elapsed > 3500*time.Millisecond {
 		t.Errorf("body read ended after %v, want at CALL_TIMEOUT 2s (>= 1.9s, < 3.5s)", elapsed)
 	}
-	// The transport ends the body with the cause of the call's context:
-	// the read error names the call timeout, though it is not an *Error
-	// (the response was already handed over).
-	if !errors.Is(err, capbudget.ErrCallTimeout) {
-		t.Errorf("body read error %v does not match capbudget.ErrCallTimeout", err)
+	// The read error names the system and the call timeout, and matches
+	// context.DeadlineExceeded as http.Client's Timeout errors do.
+	if !errors.Is(err, capbudget.ErrCallTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("body read error %v does not match capbudget.ErrCallTimeout and context.DeadlineExceeded", err)
+	}
+	var re *Error
+	if !errors.As(err, &re) || re.Op != OpCallTimeout || re.System == "" || !re.Timeout() {
+		t.Errorf("body read error %v: want an *Error with Op %q naming the system", err, OpCallTimeout)
 	}
 	if len(b) == 0 || strings.Trim(string(b), "x") != "" {
 		t.Errorf("read %q, want some trickled 'x' bytes", b)
