@@ -1,0 +1,231 @@
+package registry
+
+// The retry budget: a token bucket that caps retries at
+// RETRY_BUDGET_RATIO of recent calls plus RETRY_BUDGET_MIN_PER_SEC, so a
+// 100% outage costs the upstream about 1.2x the calls, not 1 + RETRIES
+// times. Helpers carry the prefix rb.
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/outbound-go/outbound/internal/testutil"
+)
+
+// rbEnv are the settings of the budget tests: 3 retries, the baseline
+// budget (ratio 0.2, floor 10/s), a backoff of a few milliseconds and a
+// breaker that never opens, so the budget alone limits the retries.
+var rbEnv = map[string]string{
+	"RETRIES":                  "3",
+	"RETRY_BUDGET_RATIO":       "0.2",
+	"RETRY_BUDGET_MIN_PER_SEC": "10",
+	"BACKOFF_BASE":             "1ms",
+	"BACKOFF_MAX":              "5ms",
+	"BREAKER_MIN_REQUESTS":     "100000",
+	"MAX_CONCURRENT":           "32",
+}
+
+// rbClient builds system "rb" against baseURL with rbEnv.
+func rbClient(t *testing.T, baseURL string) *Client {
+	t.Helper()
+	env := map[string]string{"BASE_URL": baseURL}
+	for k, v := range rbEnv {
+		env[k] = v
+	}
+	return mtlsRegistry(t, map[string]map[string]string{"rb": env}).MustClient("rb")
+}
+
+// rbRun makes n GET calls with workers in flight and returns the status
+// of each call (0 for an error) and how long it took.
+func rbRun(t *testing.T, c *Client, n, workers int) (map[int]int, time.Duration) {
+	t.Helper()
+	var next atomic.Int64
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var firstErr error
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+				status := 0
+				resp, err := c.Do(req)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					status = resp.StatusCode
+				}
+				cancel()
+				mu.Lock()
+				statuses[status]++
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Errorf("calls failed with an error (want responses): first: %v", firstErr)
+	}
+	return statuses, time.Since(start)
+}
+
+// TestRetryBudgetCapsStorm: 1,000 calls at 20 in flight to an upstream
+// that answers 503 to everything, with 3 retries each. Without a budget
+// the upstream would see 4,000 requests; with it, at most
+// calls*(1+ratio) + floor*elapsed + bucket.
+func TestRetryBudgetCapsStorm(t *testing.T) {
+	const calls, workers = 1000, 20
+	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	c := rbClient(t, srv.URL)
+	statuses, elapsed := rbRun(t, c, calls, workers)
+	if statuses[http.StatusServiceUnavailable] != calls {
+		t.Fatalf("statuses %v, want %d x 503 (the last response comes back)", statuses, calls)
+	}
+
+	st := c.Status()
+	seen := srv.Requests()
+	ratio, floor := 0.2, 10.0
+	bucket := max(20, 2*floor)
+	bound := float64(calls)*(1+ratio) + floor*elapsed.Seconds() + bucket
+	t.Logf("storm: %d calls in %v: upstream saw %d requests (%d retries, %d denied by the budget); "+
+		"bound = %d*(1+%.1f) + %.0f/s*%.2fs + %.0f = %.1f; without a budget: %d",
+		calls, elapsed.Round(time.Millisecond), seen, st.Retries, st.RetryBudgetDenied,
+		calls, ratio, floor, elapsed.Seconds(), bucket, bound, calls*4)
+	if float64(seen) > bound {
+		t.Errorf("upstream saw %d requests, more than the budget's bound %.1f", seen, bound)
+	}
+	if seen != int64(calls)+int64(st.Retries) {
+		t.Errorf("upstream saw %d requests, want calls + Status().Retries = %d", seen, calls+int(st.Retries))
+	}
+	// The budget is spent, not idle: every retry it allowed was taken.
+	if min := float64(calls) * ratio; float64(st.Retries) < min {
+		t.Errorf("only %d retries, want at least calls*ratio = %.0f", st.Retries, min)
+	}
+	if st.RetryBudgetDenied == 0 {
+		t.Error("Status().RetryBudgetDenied = 0 under a 100% outage")
+	}
+	if st.Breaker != BreakerClosed {
+		t.Errorf("breaker %v, want closed (BREAKER_MIN_REQUESTS=100000)", st.Breaker)
+	}
+}
+
+// TestRetryBudgetHealthyNeverDenies: an upstream that fails one request
+// in 20 gets every retry it needs: the budget never denies one.
+func TestRetryBudgetHealthyNeverDenies(t *testing.T) {
+	const calls, workers = 1000, 20
+	var n atomic.Int64
+	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%20 == 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	c := rbClient(t, srv.URL)
+	statuses, elapsed := rbRun(t, c, calls, workers)
+	st := c.Status()
+	t.Logf("1 in 20 failing: %d calls in %v: statuses %v, upstream saw %d requests, %d retries, %d denied",
+		calls, elapsed.Round(time.Millisecond), statuses, srv.Requests(), st.Retries, st.RetryBudgetDenied)
+	if st.RetryBudgetDenied != 0 {
+		t.Errorf("Status().RetryBudgetDenied = %d, want 0", st.RetryBudgetDenied)
+	}
+	if statuses[http.StatusOK] != calls {
+		t.Errorf("statuses %v, want %d x 200", statuses, calls)
+	}
+	if st.Retries < 40 {
+		t.Errorf("%d retries, want about 50 (one request in 20 fails)", st.Retries)
+	}
+}
+
+// TestRetryBudgetBucket checks the token bucket on synctest's fake clock.
+func TestRetryBudgetBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		take := func(b *retryBudget) int {
+			n := 0
+			for b.retry(time.Now()) {
+				n++
+				if n > 1e6 {
+					t.Fatal("the bucket never empties")
+				}
+			}
+			return n
+		}
+
+		// Starts full: max(20, 2*minPerSec) tokens.
+		b := newRetryBudget(0.2, 10)
+		if got := take(b); got != 20 {
+			t.Errorf("a new bucket allowed %d retries, want 20", got)
+		}
+		// Each call deposits ratio: 5 calls buy one retry.
+		for range 5 {
+			b.call(time.Now())
+		}
+		if got := take(b); got != 1 {
+			t.Errorf("5 calls at ratio 0.2 bought %d retries, want 1", got)
+		}
+		for range 4 {
+			b.call(time.Now())
+		}
+		if got := take(b); got != 0 {
+			t.Errorf("4 calls at ratio 0.2 bought %d retries, want 0", got)
+		}
+		// The floor: minPerSec tokens a second, whatever the calls.
+		time.Sleep(time.Second)
+		if got := take(b); got != 10 {
+			t.Errorf("1s at 10/s bought %d retries, want 10", got)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		if got := take(b); got != 15 {
+			t.Errorf("1.5s at 10/s bought %d retries, want 15", got)
+		}
+		// A quiet hour cannot bank a storm: the bucket holds 20.
+		time.Sleep(time.Hour)
+		if got := take(b); got != 20 {
+			t.Errorf("after an hour: %d retries, want the bucket size 20", got)
+		}
+		// Nor can a burst of calls.
+		for range 10000 {
+			b.call(time.Now())
+		}
+		if got := take(b); got != 20 {
+			t.Errorf("after 10,000 calls: %d retries, want the bucket size 20", got)
+		}
+		// The clock going backwards adds nothing.
+		b.last = b.last.Add(time.Hour)
+		if b.retry(time.Now()) {
+			t.Error("a retry was allowed on an empty bucket with the clock behind")
+		}
+
+		// No floor: only calls refill.
+		z := newRetryBudget(0.5, 0)
+		take(z)
+		time.Sleep(time.Hour)
+		if z.retry(time.Now()) {
+			t.Error("minPerSec 0: time alone refilled the bucket")
+		}
+		z.call(time.Now())
+		z.call(time.Now())
+		if got := take(z); got != 1 {
+			t.Errorf("minPerSec 0: 2 calls at 0.5 bought %d retries, want 1", got)
+		}
+
+		// A high floor sizes the bucket at 2 seconds of it.
+		h := newRetryBudget(0.2, 100)
+		if got := take(h); got != 200 {
+			t.Errorf("minPerSec 100: a new bucket allowed %d retries, want 200", got)
+		}
+	})
+}
