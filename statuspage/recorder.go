@@ -1,0 +1,155 @@
+package statuspage
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbound-go/outbound/registry"
+)
+
+// RingSize is the number of recent call durations a [Recorder] keeps per
+// system for the page's percentiles.
+const RingSize = 512
+
+// Recorder is a [registry.Observer] that keeps, per system, the
+// durations of the last [RingSize] calls that sent at least one attempt,
+// the time of the last breaker transition, and the last failure: what
+// Status cannot tell. Create it with [NewRecorder], pass it to
+// registry.WithObserver, then to [Handler]. It is safe for concurrent
+// use, and its event path allocates nothing.
+type Recorder struct {
+	// systems is copied on write under mu and read without a lock: the
+	// set of systems is fixed once the registry is built.
+	systems atomic.Pointer[map[string]*systemRecord]
+	mu      sync.Mutex
+	now     func() time.Time
+}
+
+type systemRecord struct {
+	mu        sync.Mutex
+	durations [RingSize]time.Duration
+	n         uint64 // calls recorded since start; the next slot is n % RingSize
+
+	breakerAt time.Time // last transition seen, zero if none
+	lastErr   error     // formatted only when the page asks
+	lastErrAt time.Time
+	lastOut   registry.Outcome
+}
+
+// NewRecorder returns an empty recorder.
+func NewRecorder() *Recorder {
+	r := &Recorder{now: time.Now}
+	empty := map[string]*systemRecord{}
+	r.systems.Store(&empty)
+	return r
+}
+
+// ObserveAttempt implements registry.Observer; attempts are not
+// recorded (calls are what the caller waits for).
+func (r *Recorder) ObserveAttempt(registry.AttemptEvent) {}
+
+// ObserveCall implements registry.Observer.
+func (r *Recorder) ObserveCall(e registry.CallEvent) {
+	s := r.system(e.System)
+	var now time.Time
+	if e.Err != nil {
+		now = r.now()
+	}
+	s.mu.Lock()
+	if e.Attempts > 0 {
+		s.durations[s.n%RingSize] = e.Duration
+		s.n++
+	}
+	if e.Err != nil {
+		s.lastErr, s.lastErrAt, s.lastOut = e.Err, now, e.Outcome
+	}
+	s.mu.Unlock()
+}
+
+// ObserveBreaker implements registry.Observer.
+func (r *Recorder) ObserveBreaker(system string, _, _ registry.BreakerState) {
+	s := r.system(system)
+	now := r.now()
+	s.mu.Lock()
+	s.breakerAt = now
+	s.mu.Unlock()
+}
+
+func (r *Recorder) system(name string) *systemRecord {
+	if s, ok := (*r.systems.Load())[name]; ok {
+		return s
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := *r.systems.Load()
+	if s, ok := cur[name]; ok {
+		return s
+	}
+	s := &systemRecord{}
+	next := make(map[string]*systemRecord, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
+	}
+	next[name] = s
+	r.systems.Store(&next)
+	return s
+}
+
+// Latency summarises the recent call durations of one system, in
+// milliseconds.
+type Latency struct {
+	Samples int     `json:"samples"` // calls in the window, at most RingSize
+	P50MS   float64 `json:"p50_ms"`
+	P90MS   float64 `json:"p90_ms"`
+	P99MS   float64 `json:"p99_ms"`
+	MaxMS   float64 `json:"max_ms"`
+}
+
+// snapshot is what the recorder knows about one system.
+type snapshot struct {
+	Latency   *Latency
+	BreakerAt time.Time
+	LastErr   error
+	LastErrAt time.Time
+	LastOut   registry.Outcome
+}
+
+// snapshot copies the record of system under its lock and computes the
+// percentiles outside it.
+func (r *Recorder) snapshot(system string) snapshot {
+	if r == nil {
+		return snapshot{}
+	}
+	s, ok := (*r.systems.Load())[system]
+	if !ok {
+		return snapshot{}
+	}
+	var ring [RingSize]time.Duration
+	s.mu.Lock()
+	n := int(min(s.n, RingSize))
+	copy(ring[:], s.durations[:n])
+	out := snapshot{BreakerAt: s.breakerAt, LastErr: s.lastErr, LastErrAt: s.lastErrAt, LastOut: s.lastOut}
+	s.mu.Unlock()
+	if n > 0 {
+		d := ring[:n]
+		slices.Sort(d)
+		out.Latency = &Latency{
+			Samples: n,
+			P50MS:   ms(percentile(d, 0.50)),
+			P90MS:   ms(percentile(d, 0.90)),
+			P99MS:   ms(percentile(d, 0.99)),
+			MaxMS:   ms(d[n-1]),
+		}
+	}
+	return out
+}
+
+// percentile returns the nearest-rank q-quantile of sorted, non-empty d.
+func percentile(d []time.Duration, q float64) time.Duration {
+	i := int(q*float64(len(d))+0.999999999) - 1 // ceil(q*n) - 1
+	return d[max(0, min(i, len(d)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

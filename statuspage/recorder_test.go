@@ -1,0 +1,95 @@
+package statuspage
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/registry"
+)
+
+func TestPercentile(t *testing.T) {
+	d := make([]time.Duration, 100)
+	for i := range d {
+		d[i] = time.Duration(i+1) * time.Millisecond // 1..100ms, sorted
+	}
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 50 * time.Millisecond}, {0.9, 90 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}, {0, time.Millisecond}} {
+		if got := percentile(d, tc.q); got != tc.want {
+			t.Errorf("percentile(1..100ms, %v) = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	if got := percentile([]time.Duration{7}, 0.99); got != 7 {
+		t.Errorf("one sample: %v", got)
+	}
+}
+
+func TestRecorderRing(t *testing.T) {
+	r := NewRecorder()
+	if s := r.snapshot("inv"); s.Latency != nil {
+		t.Fatalf("latency before any call: %+v", s.Latency)
+	}
+	// Calls refused before any attempt have no duration to record.
+	r.ObserveCall(registry.CallEvent{System: "inv", Outcome: registry.OutcomeBulkheadFull, Err: errors.New("full")})
+	if s := r.snapshot("inv"); s.Latency != nil || s.LastErr == nil || s.LastOut != registry.OutcomeBulkheadFull {
+		t.Fatalf("after a rejection: %+v", s)
+	}
+	// Fill the ring twice over: 1000 slow calls, then RingSize fast
+	// ones; only the fast ones remain.
+	for range 1000 {
+		r.ObserveCall(registry.CallEvent{System: "inv", Attempts: 1, Duration: time.Second, Outcome: registry.OutcomeOK})
+	}
+	for i := range RingSize {
+		r.ObserveCall(registry.CallEvent{System: "inv", Attempts: 1, Duration: time.Duration(i+1) * time.Millisecond, Outcome: registry.OutcomeOK})
+	}
+	l := r.snapshot("inv").Latency
+	if l == nil || l.Samples != RingSize || l.MaxMS != RingSize || l.P50MS != RingSize/2 || l.P99MS != 507 {
+		t.Fatalf("latency %+v, want %d samples of 1..%dms", l, RingSize, RingSize)
+	}
+	if s := r.snapshot("inv"); s.LastOut != registry.OutcomeBulkheadFull {
+		t.Errorf("a success replaced the last error: %+v", s)
+	}
+	var nilRec *Recorder
+	if s := nilRec.snapshot("inv"); s.Latency != nil {
+		t.Errorf("nil recorder: %+v", s)
+	}
+}
+
+func TestRecorderBreakerTime(t *testing.T) {
+	r := NewRecorder()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	r.now = func() time.Time { return at }
+	r.ObserveBreaker("inv", registry.BreakerClosed, registry.BreakerOpen)
+	if got := r.snapshot("inv").BreakerAt; !got.Equal(at) {
+		t.Fatalf("breaker changed at %v, want %v", got, at)
+	}
+}
+
+func TestRecorderAllocatesNothing(t *testing.T) {
+	r := NewRecorder()
+	ok := registry.CallEvent{System: "inv", Attempts: 1, Duration: time.Millisecond, Outcome: registry.OutcomeOK}
+	failed := registry.CallEvent{System: "inv", Err: errors.New("open"), Outcome: registry.OutcomeBreakerOpen}
+	r.ObserveCall(ok)
+	allocs := testing.AllocsPerRun(500, func() {
+		r.ObserveAttempt(registry.AttemptEvent{System: "inv", Attempt: 1})
+		r.ObserveCall(ok)
+		r.ObserveCall(failed)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per event, want 0", allocs)
+	}
+}
+
+func TestScrub(t *testing.T) {
+	for in, want := range map[string]string{
+		`Get "http://alice:pw@inv.internal/x?token=abc&page=2": EOF`: `Get "http://REDACTED@inv.internal/x?token=REDACTED&page=2": EOF`,
+		`dial tcp 127.0.0.1:1: connect: connection refused`:          `dial tcp 127.0.0.1:1: connect: connection refused`,
+		`https://h/p?page=1&api_key=s3cr3t`:                          `https://h/p?page=1&api_key=REDACTED`,
+	} {
+		if got := scrub(in); got != want {
+			t.Errorf("scrub(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
