@@ -1,0 +1,205 @@
+package registry_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/outbound-go/outbound/internal/testutil"
+)
+
+// Sequential calls reuse one connection, even when every call is answered
+// first with a 503 carrying a 64 KiB body and then, on the retry, with 200:
+// the retry stage drains the error body so its connection goes back to the
+// pool before the retry is sent.
+func TestConnReuseSequentialWithDrainedRetries(t *testing.T) {
+	const calls = 50
+	steps := make([]testutil.Resp, 0, 2*calls)
+	for range calls {
+		steps = append(steps, testutil.LargeBody(http.StatusServiceUnavailable, testutil.LargeBodySize),
+			testutil.Resp{Status: http.StatusOK, Body: "ok"})
+	}
+	srv := testutil.Script(t, steps...)
+	r := resilRegistry(t, map[string]string{
+		"OUTBOUND_SYSTEMS":         "inv",
+		"INV_BASE_URL":             srv.URL,
+		"INV_RETRIES":              "1",
+		"INV_BACKOFF_BASE":         "1ms",
+		"INV_BACKOFF_MAX":          "1ms",
+		"INV_RETRY_BUDGET_RATIO":   "1",
+		"INV_BREAKER_MIN_REQUESTS": "100000",
+	})
+	defer r.Close()
+	c := r.MustClient("inv")
+
+	for i := range calls {
+		if res := resilGet(c, "/stock", resilBound); res.err != nil || res.status != http.StatusOK || res.body != "ok" {
+			t.Fatalf("call %d: %v, want 200 ok after one retry", i+1, res)
+		}
+	}
+	if got := srv.Hits(); got != 2*calls {
+		t.Fatalf("server hits = %d, want %d (a 503 and a 200 per call)", got, 2*calls)
+	}
+	if st := c.Status(); st.Retries != calls || st.RetryBudgetDenied != 0 {
+		t.Fatalf("retries %d, retry budget denied %d; want %d, 0", st.Retries, st.RetryBudgetDenied, calls)
+	}
+	if got := srv.Conns(); got != 1 {
+		t.Fatalf("%d calls (%d requests, %d 64 KiB error bodies) opened %d connections, want 1", calls, srv.Hits(), calls, got)
+	}
+}
+
+// 100 calls at 20 in flight use at most 20 connections (MAX_CONCURRENT
+// sizes the pool): the first 20 are held at a gate together, so exactly 20
+// are opened, and the other 80 calls reuse them.
+func TestConnPoolBoundedByMaxConcurrent(t *testing.T) {
+	gate := testutil.NewGate(testutil.Resp{Status: http.StatusOK, Body: "ok"})
+	srv := testutil.NewServer(t, gate)
+	const workers, perWorker = 20, 5
+	r := resilRegistry(t, map[string]string{
+		"OUTBOUND_SYSTEMS":   "inv",
+		"INV_BASE_URL":       srv.URL,
+		"INV_MAX_CONCURRENT": "20",
+	})
+	defer r.Close()
+	c := r.MustClient("inv")
+
+	errs := make(chan resilResult, workers*perWorker)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range perWorker {
+				if res := resilGet(c, "/x", resilBound); res.err != nil || res.status != http.StatusOK {
+					errs <- res
+				}
+			}
+		})
+	}
+	resilWaitParked(t, gate, workers)
+	gate.Open()
+	wg.Wait()
+	close(errs)
+	for res := range errs {
+		t.Errorf("call: %v, want 200", res)
+	}
+	if got := srv.Requests(); got != workers*perWorker {
+		t.Fatalf("server requests = %d, want %d", got, workers*perWorker)
+	}
+	if got := srv.MaxActive(); got > workers {
+		t.Fatalf("server max active = %d, want <= %d", got, workers)
+	}
+	if got := srv.Conns(); got != workers {
+		t.Fatalf("%d calls at %d in flight opened %d connections, want %d", workers*perWorker, workers, got, workers)
+	}
+	if st := c.Status(); st.InFlight != 0 || st.BulkheadRejected != 0 {
+		t.Fatalf("in flight %d, rejected %d; want 0, 0", st.InFlight, st.BulkheadRejected)
+	}
+}
+
+// A caller that closes a body without reading it. net/http does not drain
+// on Close, and neither does the registry: with Go 1.26 a body not read to
+// EOF costs its connection, 2 bytes or 64 KiB alike (20 calls open 20
+// connections), which is closed, not leaked, and replaced by a new one on
+// the next call. The test logs what Go does and asserts what must hold
+// whatever it does: at most one connection per call, no permit held after
+// Close, reuse again once bodies are read to EOF, and no descriptor left
+// open once the registry is closed.
+func TestConnBodyClosedUnread(t *testing.T) {
+	for _, size := range []int{2, testutil.LargeBodySize} {
+		t.Run(strconv.Itoa(size)+"B", func(t *testing.T) {
+			srv := testutil.Script(t, testutil.Resp{Status: http.StatusOK, Body: strings.Repeat("b", size)})
+			r := resilRegistry(t, map[string]string{
+				"OUTBOUND_SYSTEMS": "inv",
+				"INV_BASE_URL":     srv.URL,
+			})
+			defer r.Close()
+			c := r.MustClient("inv")
+			fdsBefore := testutil.CheckFDs(t)
+
+			const calls = 20
+			for i := range calls {
+				resp := resilOpen(t, c, "/x")
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("call %d: status %d", i+1, resp.StatusCode)
+				}
+				if err := resp.Body.Close(); err != nil {
+					t.Fatalf("call %d: Close: %v", i+1, err)
+				}
+				if st := c.Status(); st.InFlight != 0 {
+					t.Fatalf("call %d: in flight after Close = %d, want 0", i+1, st.InFlight)
+				}
+			}
+			conns := srv.Conns()
+			if conns < 1 || conns > calls {
+				t.Fatalf("%d calls opened %d connections, want 1..%d", calls, conns, calls)
+			}
+			t.Logf("%d-byte body closed unread: %d calls opened %d connections (Go %s)", size, calls, conns,
+				map[bool]string{true: "reuses them", false: "closes them"}[conns == 1])
+
+			// A body read to EOF afterwards goes back to the pool.
+			before := srv.Conns()
+			for range 5 {
+				if res := resilGet(c, "/x", resilBound); res.err != nil || len(res.body) != size {
+					t.Fatalf("read-to-EOF call: %v", res)
+				}
+			}
+			if got := srv.Conns() - before; got > 1 {
+				t.Fatalf("5 calls read to EOF opened %d connections, want at most 1", got)
+			}
+
+			_ = r.Close()
+			if fdsBefore > 0 {
+				resilEventually(t, resilBound, "descriptors back", func() bool {
+					return testutil.CheckFDs(t) <= fdsBefore+2
+				})
+				t.Logf("descriptors: %d before, %d after Close", fdsBefore, testutil.CheckFDs(t))
+			}
+		})
+	}
+}
+
+// HTTPClient() runs the same pipeline and shares the same pool: sequential
+// requests through it use one connection.
+func TestConnReuseHTTPClient(t *testing.T) {
+	srv := testutil.Script(t, testutil.Resp{Status: http.StatusOK, Body: "ok"})
+	r := resilRegistry(t, map[string]string{
+		"OUTBOUND_SYSTEMS": "inv",
+		"INV_BASE_URL":     srv.URL,
+	})
+	defer r.Close()
+	c := r.MustClient("inv")
+	hc := c.HTTPClient()
+
+	const calls = 10
+	for i := range calls {
+		ctx, cancel := context.WithTimeout(context.Background(), resilBound)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/items", nil)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if err != nil || resp.StatusCode != http.StatusOK || string(b) != "ok" {
+			t.Fatalf("call %d: status %d, body %q, %v", i+1, resp.StatusCode, b, err)
+		}
+	}
+	if got := srv.Requests(); got != calls {
+		t.Fatalf("server requests = %d, want %d", got, calls)
+	}
+	if got := srv.Conns(); got != 1 {
+		t.Fatalf("%d sequential HTTPClient() calls opened %d connections, want 1", calls, got)
+	}
+	if st := c.Status(); st.Calls != calls || st.InFlight != 0 {
+		t.Fatalf("calls %d, in flight %d; want %d, 0", st.Calls, st.InFlight, calls)
+	}
+}
