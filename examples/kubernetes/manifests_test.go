@@ -1,0 +1,347 @@
+package kubernetes_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/adapters/inventory"
+	"github.com/outbound-go/outbound/adapters/payments"
+	"github.com/outbound-go/outbound/config"
+	"go.uber.org/goleak"
+	"go.yaml.in/yaml/v3"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The systems of the bookstore, with their code defaults, and the names
+// the manifests use.
+var (
+	systems       = []config.System{inventory.System, payments.System}
+	configMapName = "bookstore-outbound"
+	secretName    = "bookstore-outbound-secrets"
+	envArgs       = []string{"env", "--system", "inventory", "--system", "payments", "--format", "configmap", "--name", configMapName}
+)
+
+// operatorOverrides are the settings the deployment sets, on purpose, to
+// a value other than the code default, each with its reason. Every other
+// setting in the pod must equal the code default.
+var operatorOverrides = map[string]string{}
+
+// Just what the test reads of the manifests.
+type object struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name string `yaml:"name"`
+	} `yaml:"metadata"`
+	Data       map[string]string `yaml:"data"`
+	StringData map[string]string `yaml:"stringData"`
+	Spec       struct {
+		Template struct {
+			Spec podSpec `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+type podSpec struct {
+	EnableServiceLinks *bool       `yaml:"enableServiceLinks"`
+	InitContainers     []container `yaml:"initContainers"`
+	Containers         []container `yaml:"containers"`
+}
+
+type container struct {
+	Name    string   `yaml:"name"`
+	Command []string `yaml:"command"`
+	Args    []string `yaml:"args"`
+	EnvFrom []struct {
+		ConfigMapRef *struct{ Name string } `yaml:"configMapRef"`
+		SecretRef    *struct{ Name string } `yaml:"secretRef"`
+	} `yaml:"envFrom"`
+	Env []struct {
+		Name  string `yaml:"name"`
+		Value string `yaml:"value"`
+	} `yaml:"env"`
+	ReadinessProbe *probe `yaml:"readinessProbe"`
+	LivenessProbe  *probe `yaml:"livenessProbe"`
+	Resources      struct {
+		Requests map[string]string `yaml:"requests"`
+		Limits   map[string]string `yaml:"limits"`
+	} `yaml:"resources"`
+}
+
+type probe struct {
+	HTTPGet struct {
+		Path string `yaml:"path"`
+	} `yaml:"httpGet"`
+}
+
+// parse decodes every document of a manifest file.
+func parse(t *testing.T, file string) []object {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []object
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var o object
+		err := dec.Decode(&o)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if o.Kind == "" || o.APIVersion == "" || o.Metadata.Name == "" {
+			t.Fatalf("%s: a document without kind, apiVersion or metadata.name", file)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func one(t *testing.T, file, kind string) object {
+	t.Helper()
+	for _, o := range parse(t, file) {
+		if o.Kind == kind {
+			return o
+		}
+	}
+	t.Fatalf("%s: no %s", file, kind)
+	return object{}
+}
+
+// TestConfigMapIsGenerated: configmap.yaml is byte for byte the output of
+// `outbound env`, so a new setting or a changed baseline shows up here.
+// Regenerate with:
+//
+//	go run ./cmd/outbound env --system inventory --system payments --format configmap --name bookstore-outbound > examples/kubernetes/configmap.yaml
+func TestConfigMapIsGenerated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs cmd/outbound")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", append([]string{"run", "../../cmd/outbound"}, envArgs...)...)
+	// OUTBOUND_SYSTEMS would add systems to the output.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, config.SystemsVar+"=") })
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	want, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("outbound env: %v\n%s", err, stderr.String())
+	}
+	got, err := os.ReadFile("configmap.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("configmap.yaml differs from `outbound %s`; regenerate it (see the test's doc).\ngot:\n%s\nwant:\n%s",
+			strings.Join(envArgs, " "), got, want)
+	}
+}
+
+// declared returns every variable the service reads: OUTBOUND_SYSTEMS and
+// each setting of each system.
+func declared() map[string]config.Var {
+	out := map[string]config.Var{config.SystemsVar: {Name: config.SystemsVar}}
+	for _, v := range config.Reference(systems...) {
+		out[v.Name] = v
+	}
+	return out
+}
+
+func TestEveryVariableIsDeclared(t *testing.T) {
+	known := declared()
+	cm := one(t, "configmap.yaml", "ConfigMap")
+	sec := one(t, "secret.yaml", "Secret")
+	if cm.Metadata.Name != configMapName || sec.Metadata.Name != secretName {
+		t.Errorf("names %q and %q, want %q and %q", cm.Metadata.Name, sec.Metadata.Name, configMapName, secretName)
+	}
+	if len(cm.Data) == 0 || len(sec.StringData) == 0 {
+		t.Fatal("an empty ConfigMap or Secret")
+	}
+	for k := range cm.Data {
+		v, ok := known[k]
+		if !ok {
+			t.Errorf("ConfigMap sets %s, which the service does not declare", k)
+		}
+		if v.Secret {
+			t.Errorf("ConfigMap sets %s, a secret: it belongs in the Secret", k)
+		}
+	}
+	for k := range sec.StringData {
+		v, ok := known[k]
+		if !ok {
+			t.Errorf("Secret sets %s, which the service does not declare", k)
+		} else if !v.Secret {
+			t.Errorf("Secret sets %s, which is not secret: it belongs in the ConfigMap", k)
+		}
+	}
+	for _, v := range known {
+		if v.Secret {
+			if _, ok := sec.StringData[v.Name]; !ok {
+				t.Errorf("Secret lacks %s", v.Name)
+			}
+		}
+	}
+	if got := cm.Data[config.SystemsVar]; got != "inventory,payments" {
+		t.Errorf("%s = %q, want inventory,payments", config.SystemsVar, got)
+	}
+	for _, c := range containers(t) {
+		for _, e := range c.Env {
+			if _, ok := known[e.Name]; !ok {
+				t.Errorf("container %s sets %s, which the service does not declare", c.Name, e.Name)
+			}
+		}
+	}
+}
+
+func containers(t *testing.T) []container {
+	t.Helper()
+	spec := one(t, "deployment.yaml", "Deployment").Spec.Template.Spec
+	return append(slices.Clone(spec.InitContainers), spec.Containers...)
+}
+
+// TestCodeDefaultsSurvive: the generated ConfigMap pins every setting at
+// its baseline, and the environment wins over code defaults, so the
+// deployment must restate each code default of adapters/inventory and
+// adapters/payments that deviates from the baseline; otherwise payments
+// would run with a 10s read timeout instead of its 20s.
+func TestCodeDefaultsSurvive(t *testing.T) {
+	cm := one(t, "configmap.yaml", "ConfigMap")
+	sec := one(t, "secret.yaml", "Secret")
+	var names []string
+	for _, s := range systems {
+		names = append(names, s.Name)
+	}
+	for _, c := range containers(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			env := effectiveEnv(t, c, cm, sec)
+			code := config.Reference(systems...)
+			for _, v := range code {
+				want, override := operatorOverrides[v.Name]
+				if !override {
+					want = v.Default
+				}
+				if got, ok := env[v.Name]; ok && got != want && !v.Secret {
+					t.Errorf("%s = %q in the pod, but the code default is %q (an intended override goes in operatorOverrides)",
+						v.Name, got, v.Default)
+				}
+			}
+			// The pod's environment loads cleanly, as the service
+			// declares it (code defaults) and as `outbound check` does
+			// (names only, from OUTBOUND_SYSTEMS).
+			setOnly(t, env)
+			for _, decl := range [][]config.System{systems, nil} {
+				loaded, err := config.Load(decl...)
+				if err != nil {
+					t.Fatalf("config.Load of the pod's environment: %v", err)
+				}
+				for _, l := range loaded {
+					if !slices.Contains(names, l.Name) {
+						t.Errorf("system %s loaded", l.Name)
+					}
+					if l.Name == payments.Name && l.Client.ReadTimeout != 20*time.Second {
+						t.Errorf("payments read timeout %v, want 20s", l.Client.ReadTimeout)
+					}
+				}
+			}
+		})
+	}
+}
+
+// effectiveEnv is the environment of container c: envFrom in order, then
+// env, each later one winning, as Kubernetes does.
+func effectiveEnv(t *testing.T, c container, cm, sec object) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	var sawCM, sawSecret bool
+	for _, f := range c.EnvFrom {
+		switch {
+		case f.ConfigMapRef != nil && f.ConfigMapRef.Name == cm.Metadata.Name:
+			sawCM = true
+			for k, v := range cm.Data {
+				env[k] = v
+			}
+		case f.SecretRef != nil && f.SecretRef.Name == sec.Metadata.Name:
+			sawSecret = true
+			for k, v := range sec.StringData {
+				env[k] = v
+			}
+		default:
+			t.Errorf("container %s: envFrom names an unknown source", c.Name)
+		}
+	}
+	if !sawCM || !sawSecret {
+		t.Errorf("container %s: envFrom lacks the ConfigMap or the Secret", c.Name)
+	}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	return env
+}
+
+// setOnly makes env the only outbound variables of the process for the
+// rest of t.
+func setOnly(t *testing.T, env map[string]string) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == config.SystemsVar || strings.HasPrefix(k, "INVENTORY_") || strings.HasPrefix(k, "PAYMENTS_") {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+}
+
+func TestDeployment(t *testing.T) {
+	spec := one(t, "deployment.yaml", "Deployment").Spec.Template.Spec
+	one(t, "deployment.yaml", "Service")
+	if spec.EnableServiceLinks == nil || *spec.EnableServiceLinks {
+		t.Error("enableServiceLinks must be false: service-link variables share the systems' prefixes")
+	}
+	if len(spec.InitContainers) != 1 || !slices.Equal(spec.InitContainers[0].Command, []string{"/outbound", "check"}) {
+		t.Errorf("init containers %+v, want one running /outbound check", spec.InitContainers)
+	}
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Error("the readiness probe must GET /readyz")
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" {
+		t.Error("the liveness probe must GET /healthz")
+	}
+	for _, k := range []string{"cpu", "memory"} {
+		if c.Resources.Requests[k] == "" {
+			t.Errorf("no %s request", k)
+		}
+	}
+	if c.Resources.Limits["memory"] == "" {
+		t.Error("no memory limit")
+	}
+	// The check must see what the service sees.
+	ic := spec.InitContainers[0]
+	if !slices.EqualFunc(ic.Env, c.Env, func(a, b struct {
+		Name  string `yaml:"name"`
+		Value string `yaml:"value"`
+	}) bool {
+		return a == b
+	}) || len(ic.EnvFrom) != len(c.EnvFrom) {
+		t.Error("the init container's environment differs from the service's")
+	}
+}
