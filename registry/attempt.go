@@ -152,6 +152,7 @@ func (c *Client) attempt(req *http.Request, n int) (*http.Response, error, Op) {
 		return resp, nil
 	})
 	switch {
+	case err == nil:
 	case errors.Is(err, gobreaker.ErrOpenState):
 		resp, err, op = nil, c.errOpen, OpBreaker
 	case errors.Is(err, gobreaker.ErrTooManyRequests):
@@ -159,8 +160,8 @@ func (c *Client) attempt(req *http.Request, n int) (*http.Response, error, Op) {
 	case err == errFailedStatus:
 		err = nil
 	default:
-		var ex *excludedError
-		if errors.As(err, &ex) {
+		// AsType, unlike As, needs no target on the heap.
+		if ex, ok := errors.AsType[*excludedError](err); ok {
 			err = ex.err
 		}
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 	"github.com/outbound-go/outbound/adapters/payments"
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/registry"
+	"github.com/outbound-go/outbound/statuspage"
 )
 
 const (
@@ -91,14 +91,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			"payments: 503 storms and 429s; shipping: never answers), builds a registry\n"+
 			"for them in code, drives a bounded load through it and shows, every second,\n"+
 			"each system's calls, retries, breaker, bulkhead and latency; then explains\n"+
-			"what tripped, what was shed and what stayed fast. No environment is needed:\n"+
-			"INVENTORY_*, CATALOG_*, PAYMENTS_* and SHIPPING_* variables, if set, tune\n"+
-			"the systems (BASE_URL excepted: the demo only talks to its own fakes).\n"+
+			"what tripped, what was shed and what stayed fast. The live status page of\n"+
+			"the registry (package statuspage) is served on --status-addr, loopback only.\n"+
+			"No environment is needed: INVENTORY_*, CATALOG_*, PAYMENTS_* and SHIPPING_*\n"+
+			"variables, if set, tune the systems (BASE_URL excepted: the demo only talks\n"+
+			"to its own fakes).\n"+
 			"It stops by itself after --duration, or at Ctrl-C.", stderr)
 	duration := fs.Duration("duration", 20*time.Second, "how long to drive the load")
 	workers := fs.Int("workers", 16, "concurrent workers, spread over the four systems (0: serve the fakes only)")
 	plain := fs.Bool("plain", false, "append plain lines instead of redrawing the screen")
-	statusAddr := fs.String("status-addr", defaultStatusAddr, "loopback `ADDR` of the status page (a busy port falls back to a free one); empty: none")
+	statusAddr := fs.String("status-addr", defaultStatusAddr, "loopback `ADDR` of the live status page (a busy port falls back to a free one); empty: none")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -133,7 +135,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, name := range demoOrder {
 		d.stats[name] = &sysStats{reasons: map[string]uint64{}}
 	}
-	reg, err := registry.New(loaded, registry.WithObserver(&demoObserver{start: d.start, stats: d.stats, events: d.events}))
+	rec := statuspage.NewRecorder() // the status page's latencies, last errors, breaker changes
+	reg, err := registry.New(loaded,
+		registry.WithObserver(&demoObserver{start: d.start, stats: d.stats, events: d.events}),
+		registry.WithObserver(rec))
 	if err != nil {
 		fmt.Fprintf(stderr, "outbound demo: %v\n", err)
 		return exitInvalid
@@ -144,7 +149,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	statusURL := ""
 	if *statusAddr != "" {
-		url, stop, note, err := startStatus(*statusAddr, statusHandler(reg))
+		url, stop, note, err := startStatus(*statusAddr, statuspage.Handler(reg, rec))
 		if err != nil {
 			fmt.Fprintf(stderr, "outbound demo: status page: %v\n", err)
 			return exitInvalid
@@ -377,8 +382,14 @@ func (d *demo) header(w io.Writer, workers int, duration time.Duration, statusUR
 	for _, n := range notes {
 		fmt.Fprintln(w, "  note: "+n)
 	}
+	fmt.Fprintln(w, "\nTo point a service at these fakes (examples/bookstore/README.md):")
+	fmt.Fprint(w, "  export")
+	for _, l := range d.loaded {
+		fmt.Fprintf(w, " %s_BASE_URL=%s", l.Prefix, d.fakes.url(l.Name))
+	}
+	fmt.Fprintln(w)
 	if statusURL != "" {
-		fmt.Fprintf(w, "\nstatus: %s\n", statusURL)
+		fmt.Fprintf(w, "\nstatus page (live, open it in a browser): %s\n", statusURL)
 	}
 }
 
@@ -436,19 +447,4 @@ func startStatus(addr string, h http.Handler) (url string, stop func(), note str
 		<-done
 	}
 	return "http://" + ln.Addr().String() + "/", stop, note, nil
-}
-
-// statusHandler serves a JSON snapshot of every client (registry.Status).
-//
-// TODO(statuspage): package statuspage did not exist when the demo was
-// written. When it lands, mount its page here instead, fed by its
-// Recorder added to the registry with registry.WithObserver next to the
-// demo's own observer in runDemo.
-func statusHandler(reg *registry.Registry) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"systems": reg.Status()})
-	})
 }

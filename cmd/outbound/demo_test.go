@@ -62,7 +62,7 @@ func TestDemo(t *testing.T) {
 	}()
 
 	// The status page answers while the demo runs.
-	statusRE := regexp.MustCompile(`status: (http://127\.0\.0\.1:\d+/)`)
+	statusRE := regexp.MustCompile(`status page .*: (http://127\.0\.0\.1:\d+/)`)
 	var statusURL string
 	for deadline := time.Now().Add(10 * time.Second); statusURL == "" && time.Now().Before(deadline); {
 		if m := statusRE.FindStringSubmatch(out.String()); m != nil {
@@ -114,14 +114,23 @@ func TestDemo(t *testing.T) {
 	}
 }
 
-// checkStatus fetches the status page and checks it lists every system.
+// checkStatus fetches the status page and its status.json, which must
+// list every system.
 func checkStatus(t *testing.T, url string) {
 	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
-	resp, err := client.Get(url)
+	html, err := client.Get(url)
 	if err != nil {
 		t.Fatalf("status page: %v", err)
+	}
+	html.Body.Close()
+	if html.StatusCode != http.StatusOK || !strings.HasPrefix(html.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("status page: %d %s, want 200 HTML", html.StatusCode, html.Header.Get("Content-Type"))
+	}
+	resp, err := client.Get(url + "status.json")
+	if err != nil {
+		t.Fatalf("status.json: %v", err)
 	}
 	defer resp.Body.Close()
 	var page struct {
@@ -178,7 +187,7 @@ func TestDemoServeFakesOnly(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
 	}
-	if !strings.Contains(stdout, "No calls were made") || strings.Contains(stdout, "status:") {
+	if !strings.Contains(stdout, "No calls were made") || strings.Contains(stdout, "status page") {
 		t.Errorf("output:\n%s", stdout)
 	}
 }

@@ -39,7 +39,7 @@ func times(n uint64) string {
 
 // writeLiveTable writes the live table of one tick.
 func writeLiveTable(w io.Writer, snaps []snap, elapsed, total time.Duration) {
-	fmt.Fprintf(w, "outbound demo  %s of %s\n\n", fmtDur(elapsed.Truncate(time.Second)), fmtDur(total))
+	fmt.Fprintf(w, "outbound demo  %.1fs of %s\n\n", elapsed.Seconds(), fmtDur(total))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "system\tcalls\tok\tfailed\tretries\tbreaker\tin-flight\tshed:breaker\tshed:bulkhead\tp50 (1s)\tp99 (1s)\t")
 	for _, s := range snaps {
