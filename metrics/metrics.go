@@ -28,7 +28,7 @@ var (
 		registry.OutcomeOK, registry.OutcomeGaveUp, registry.OutcomeBreakerOpen, registry.OutcomeBulkheadFull,
 		registry.OutcomeBudgetSpent, registry.OutcomeRetryBudget, registry.OutcomeCanceled,
 	}
-	attemptOutcomes = []registry.Outcome{registry.OutcomeOK, registry.OutcomeRetry, registry.OutcomeBreakerOpen}
+	attemptOutcomes = []registry.Outcome{registry.OutcomeOK, registry.OutcomeRetry, registry.OutcomeGaveUp, registry.OutcomeBreakerOpen, registry.OutcomeCanceled}
 )
 
 // transition is a breaker state change.
@@ -112,7 +112,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 		}, []string{"system", "outcome"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbound_attempts_total",
-			Help: "Outbound attempts by how they ended: ok, retry (failed: 408, 429, 5xx or a transport error), breaker_open (refused, no I/O).",
+			Help: "Outbound attempts by how they ended: ok, retry (failed, another attempt may follow), gave_up (failed, the last one), breaker_open (refused, no I/O), canceled.",
 		}, []string{"system", "outcome"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbound_retries_total",

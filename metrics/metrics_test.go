@@ -149,12 +149,16 @@ outbound_calls_total{outcome="canceled",system="pay"} 0
 outbound_calls_total{outcome="gave_up",system="pay"} 0
 outbound_calls_total{outcome="ok",system="pay"} 0
 outbound_calls_total{outcome="retry_budget_spent",system="pay"} 0
-# HELP outbound_attempts_total Outbound attempts by how they ended: ok, retry (failed: 408, 429, 5xx or a transport error), breaker_open (refused, no I/O).
+# HELP outbound_attempts_total Outbound attempts by how they ended: ok, retry (failed, another attempt may follow), gave_up (failed, the last one), breaker_open (refused, no I/O), canceled.
 # TYPE outbound_attempts_total counter
 outbound_attempts_total{outcome="breaker_open",system="inv"} 0
+outbound_attempts_total{outcome="canceled",system="inv"} 0
+outbound_attempts_total{outcome="gave_up",system="inv"} 1
 outbound_attempts_total{outcome="ok",system="inv"} 3
-outbound_attempts_total{outcome="retry",system="inv"} 3
+outbound_attempts_total{outcome="retry",system="inv"} 2
 outbound_attempts_total{outcome="breaker_open",system="pay"} 0
+outbound_attempts_total{outcome="canceled",system="pay"} 0
+outbound_attempts_total{outcome="gave_up",system="pay"} 0
 outbound_attempts_total{outcome="ok",system="pay"} 0
 outbound_attempts_total{outcome="retry",system="pay"} 0
 # HELP outbound_retries_total Retries sent to the upstream: attempts after the first of their call.
@@ -299,14 +303,16 @@ func TestUnexpectedOutcome(t *testing.T) {
 	m := metrics.New(nil)
 	m.ObserveCall(registry.CallEvent{System: "inv", Outcome: registry.OutcomeRetry})
 	m.ObserveAttempt(registry.AttemptEvent{System: "inv", Attempt: 1, Outcome: registry.Outcome(200)})
-	m.ObserveAttempt(registry.AttemptEvent{System: "inv", Attempt: 1, Outcome: registry.OutcomeGaveUp})
+	m.ObserveAttempt(registry.AttemptEvent{System: "inv", Attempt: 1, Outcome: registry.OutcomeRetryBudget})
 	const want = `
-# HELP outbound_attempts_total Outbound attempts by how they ended: ok, retry (failed: 408, 429, 5xx or a transport error), breaker_open (refused, no I/O).
+# HELP outbound_attempts_total Outbound attempts by how they ended: ok, retry (failed, another attempt may follow), gave_up (failed, the last one), breaker_open (refused, no I/O), canceled.
 # TYPE outbound_attempts_total counter
 outbound_attempts_total{outcome="breaker_open",system="inv"} 0
-outbound_attempts_total{outcome="gave_up",system="inv"} 1
+outbound_attempts_total{outcome="canceled",system="inv"} 0
+outbound_attempts_total{outcome="gave_up",system="inv"} 0
 outbound_attempts_total{outcome="ok",system="inv"} 0
 outbound_attempts_total{outcome="retry",system="inv"} 0
+outbound_attempts_total{outcome="retry_budget_spent",system="inv"} 1
 outbound_attempts_total{outcome="unknown",system="inv"} 1
 `
 	if err := promtest.CollectAndCompare(m, strings.NewReader(want), "outbound_attempts_total"); err != nil {

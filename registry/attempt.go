@@ -48,7 +48,7 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 			capbudget.SetHeader(areq.Header, ctx)
 		}
 
-		resp, err, op := c.attempt(areq, n)
+		resp, err, op := c.attempt(areq, n, n >= maxAttempts)
 		switch {
 		case op == OpBreaker:
 			closeBody(areq)
@@ -131,7 +131,9 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // attempt sends one attempt through the breaker. op classifies err.
-func (c *Client) attempt(req *http.Request, n int) (*http.Response, error, Op) {
+// last says no retry can follow it: a failed last attempt is reported to
+// observers as gave_up rather than retry.
+func (c *Client) attempt(req *http.Request, n int, last bool) (*http.Response, error, Op) {
 	var t0 time.Time
 	if len(c.observers) > 0 {
 		t0 = time.Now()
@@ -168,15 +170,24 @@ func (c *Client) attempt(req *http.Request, n int) (*http.Response, error, Op) {
 	if len(c.observers) > 0 {
 		ev := AttemptEvent{System: c.name, Method: req.Method, Host: req.URL.Host, Path: req.URL.Path,
 			Attempt: n, Err: err, Duration: time.Since(t0), Outcome: OutcomeOK}
+		failed := OutcomeRetry
+		if last {
+			failed = OutcomeGaveUp
+		}
 		if resp != nil {
 			ev.Status = resp.StatusCode
 			if retryableStatus(resp.StatusCode) {
-				ev.Outcome = OutcomeRetry
+				ev.Outcome = failed
 			}
 		} else {
-			ev.Outcome = OutcomeRetry
-			if op == OpBreaker {
+			ev.Outcome = failed
+			switch op {
+			case OpBreaker:
 				ev.Outcome = OutcomeBreakerOpen
+			case OpCanceled:
+				ev.Outcome = OutcomeCanceled
+			case OpCallTimeout, OpBudgetTimeout:
+				ev.Outcome = OutcomeGaveUp
 			}
 		}
 		for _, o := range c.observers {
