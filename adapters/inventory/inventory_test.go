@@ -146,10 +146,10 @@ func TestStockReadTimeoutTripsBreaker(t *testing.T) {
 	if !errors.Is(err, registry.ErrCircuitOpen) || !adapters.Degradable(err) {
 		t.Fatalf("err = %v, want a degradable open breaker", err)
 	}
-	if el := time.Since(start); el > 50*time.Millisecond {
-		t.Errorf("an open breaker took %v to refuse, want no I/O", el)
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("an open breaker took %v to refuse, want at once", el)
 	}
 	if n := srv.Requests(); n != 2 {
-		t.Errorf("upstream saw %d requests, want 2", n)
+		t.Errorf("upstream saw %d requests, want 2: an open breaker sends nothing", n)
 	}
 }
