@@ -14,6 +14,9 @@ type checkReport struct {
 	Valid    bool             `json:"valid"`
 	Systems  []checkSystem    `json:"systems"`
 	Problems []config.Problem `json:"problems"`
+	// Warnings do not make the configuration invalid: a client
+	// certificate that expires within 14 days, for example.
+	Warnings []config.Problem `json:"warnings"`
 }
 
 type checkSystem struct {
@@ -55,12 +58,17 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(probs) > 0 {
 		code = exitInvalid
 	}
+	warnings := []config.Problem{}
+	for _, l := range loaded {
+		warnings = append(warnings, l.Warnings()...)
+	}
 
 	if *asJSON {
 		r := checkReport{
 			Valid:    len(probs) == 0,
 			Systems:  make([]checkSystem, 0, len(loaded)),
 			Problems: probs,
+			Warnings: warnings,
 		}
 		if r.Problems == nil {
 			r.Problems = []config.Problem{}
@@ -90,6 +98,13 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, p := range probs {
 		fmt.Fprintln(stdout, "  "+p.Error())
 	}
-	fmt.Fprintf(stdout, "%s, %s\n", plural(len(loaded), "system"), plural(len(probs), "problem"))
+	for _, w := range warnings {
+		fmt.Fprintln(stdout, "  warning: "+w.Error())
+	}
+	summary := plural(len(loaded), "system") + ", " + plural(len(probs), "problem")
+	if len(warnings) > 0 {
+		summary += ", " + plural(len(warnings), "warning")
+	}
+	fmt.Fprintln(stdout, summary)
 	return code
 }

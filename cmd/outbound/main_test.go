@@ -158,6 +158,7 @@ func TestCheckJSON(t *testing.T) {
 			Vars   []config.Var `json:"vars"`
 		} `json:"systems"`
 		Problems []config.Problem `json:"problems"`
+		Warnings []config.Problem `json:"warnings"`
 	}
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
