@@ -414,11 +414,12 @@ func TestEnvConfigMap(t *testing.T) {
 			t.Errorf("no %q in:\n%s", s, out)
 		}
 	}
-	// Every non-secret variable, with its default quoted; no secret one
-	// outside the header comment.
+	// Every non-secret variable, with its default quoted and commented
+	// out (a set baseline would override the service's code defaults); no
+	// secret one outside the header comment.
 	body := out[strings.Index(out, "\napiVersion:"):]
 	for _, v := range config.Reference(config.System{Name: "payments"}, config.System{Name: "inventory"}) {
-		line := "\n  " + v.Name + ": " + `"` + v.Default + `"` + "\n"
+		line := "\n  # " + v.Name + ": " + `"` + v.Default + `"` + "\n"
 		if v.Secret {
 			if strings.Contains(body, v.Name) {
 				t.Errorf("secret %s is in the data", v.Name)

@@ -194,6 +194,26 @@ func TestEveryVariableIsDeclared(t *testing.T) {
 			}
 		}
 	}
+	// The commented-out defaults name declared, non-secret variables too:
+	// uncommenting one must never introduce a typo or a secret.
+	raw, err := os.ReadFile("configmap.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commented := 0
+	for _, line := range strings.Split(string(raw), "\n") {
+		name, _, ok := strings.Cut(strings.TrimPrefix(line, "  # "), ":")
+		if !ok || !strings.HasPrefix(line, "  # ") || strings.Contains(name, " ") {
+			continue
+		}
+		commented++
+		if v, ok := known[name]; !ok || v.Secret {
+			t.Errorf("ConfigMap lists %s, which the service does not declare as a non-secret variable", name)
+		}
+	}
+	if commented == 0 {
+		t.Error("the ConfigMap lists no commented-out defaults")
+	}
 	if got := cm.Data[config.SystemsVar]; got != "inventory,payments" {
 		t.Errorf("%s = %q, want inventory,payments", config.SystemsVar, got)
 	}
@@ -212,11 +232,13 @@ func containers(t *testing.T) []container {
 	return append(slices.Clone(spec.InitContainers), spec.Containers...)
 }
 
-// TestCodeDefaultsSurvive: the generated ConfigMap pins every setting at
-// its baseline, and the environment wins over code defaults, so the
-// deployment must restate each code default of adapters/inventory and
-// adapters/payments that deviates from the baseline; otherwise payments
-// would run with a 10s read timeout instead of its 20s.
+// TestCodeDefaultsSurvive: the environment wins over code defaults, so
+// nothing in the pod may set a setting to anything but its code default
+// (or an intended operator override); the generated ConfigMap lists the
+// baseline commented out for that reason, and the deployment restates the
+// code defaults that deviate from the baseline so that the initContainer's
+// `outbound check` sees the values the service runs with. Otherwise
+// payments would run with a 10s read timeout instead of its 20s.
 func TestCodeDefaultsSurvive(t *testing.T) {
 	cm := one(t, "configmap.yaml", "ConfigMap")
 	sec := one(t, "secret.yaml", "Secret")
