@@ -178,15 +178,16 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 	if r2.URL != nil && r2.URL.Host == "" {
 		r2.URL = c.resolve(r2.URL)
 	}
-	p := &permit{c: c, ctx: capped, cancel: cancel}
-	p.stop = context.AfterFunc(capped, p.release)
+	b := &body{p: permit{c: c, ctx: capped, cancel: cancel}}
+	b.p.stop = context.AfterFunc(capped, b.p.release)
 
 	resp, err := send(r2)
 	if err != nil {
-		p.done()
+		b.p.done()
 		return nil, err
 	}
-	resp.Body = &body{rc: resp.Body, p: p}
+	b.rc = resp.Body
+	resp.Body = b
 	return resp, nil
 }
 
