@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,11 +42,12 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 				areq.Body = b
 			}
 		}
-		if _, ok := ctx.Deadline(); ok {
+		if deadline, ok := ctx.Deadline(); ok {
 			if areq == req {
-				areq = shallowWithHeader(req)
+				areq = withBudget(req, deadline)
+			} else {
+				capbudget.SetHeader(areq.Header, ctx)
 			}
-			capbudget.SetHeader(areq.Header, ctx)
 		}
 
 		resp, err, op := c.attempt(areq, n, n >= maxAttempts)
@@ -258,17 +260,31 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// shallowWithHeader copies req with a copy of its header map (values
-// shared), so that the attempt's headers can be set without touching the
-// caller's request.
-func shallowWithHeader(req *http.Request) *http.Request {
-	r := *req
+// attemptRequest is an attempt's shallow copy of the call's request,
+// allocated together with the value slice of its X-Time-Budget header.
+type attemptRequest struct {
+	req    http.Request
+	budget [1]string
+}
+
+// withBudget copies req with a copy of its header map (values shared), so
+// that the attempt's headers can be set without touching the caller's
+// request, and sets X-Time-Budget in it as capbudget.SetHeader would for a
+// context with this deadline: the whole milliseconds left, rounded down,
+// at least 0 and at most capbudget.MaxBudget. The copy and the header's
+// value slice are one allocation.
+func withBudget(req *http.Request, deadline time.Time) *http.Request {
+	a := &attemptRequest{req: *req}
 	h := make(http.Header, len(req.Header)+1)
 	for k, v := range req.Header {
 		h[k] = v
 	}
-	r.Header = h
-	return &r
+	ms := min(max(time.Until(deadline).Milliseconds(), 0), int64(capbudget.MaxBudget/time.Millisecond))
+	var buf [20]byte
+	a.budget[0] = string(strconv.AppendInt(buf[:0], ms, 10))
+	h[capbudget.Header] = a.budget[:]
+	a.req.Header = h
+	return &a.req
 }
 
 // redactedURL renders req's URL without userinfo or token-like query
