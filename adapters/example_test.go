@@ -25,10 +25,12 @@ func ExampleGetJSON() {
 	defer srv.Close()
 
 	// A service would call registry.FromEnv(inventory.System); the
-	// example builds the loaded system in code to stay off the environment.
-	c := config.Baseline()
-	c.BaseURL = srv.URL
-	reg, err := registry.New([]config.Loaded{{Name: "inventory", Prefix: "INVENTORY", Client: c}})
+	// example declares the system in code to stay off the environment.
+	loaded, err := config.LoadCode(config.System{Name: "inventory", Defaults: config.Client{BaseURL: srv.URL}})
+	if err != nil {
+		panic(err)
+	}
+	reg, err := registry.New(loaded)
 	if err != nil {
 		panic(err)
 	}

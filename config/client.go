@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"log/slog"
 	"reflect"
 	"time"
 )
@@ -185,4 +187,17 @@ func withDefaults(d Client) Client {
 		ov.Field(i).Set(f)
 	}
 	return out
+}
+
+// String renders the settings with BaseURL redacted, so that printing a
+// Client (%v, %+v) never shows credentials.
+func (c Client) String() string {
+	c.BaseURL = RedactURL(c.BaseURL)
+	type plain Client // no String method: no recursion
+	return fmt.Sprintf("%+v", plain(c))
+}
+
+// LogValue makes slog log a Client with BaseURL redacted.
+func (c Client) LogValue() slog.Value {
+	return slog.StringValue(c.String())
 }

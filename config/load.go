@@ -50,7 +50,14 @@ type Loaded struct {
 
 	sources  []Source // by field index
 	defaults Client   // System.Defaults, for Vars
+	valid    bool     // Load found no problem with this system
 }
+
+// Valid reports whether [Load] loaded this system and found no problem
+// with it. A Loaded built by hand, or one Load reported problems for, is
+// not valid: registry.New refuses it, so that a zero timeout (no timeout
+// at all) can never reach a client.
+func (l Loaded) Valid() bool { return l.valid }
 
 // SourceOf says where the setting with the given env suffix
 // ("CONNECT_TIMEOUT") came from.
@@ -98,7 +105,17 @@ func checkName(name string) string {
 	return ""
 }
 
+// LoadCode validates systems declared entirely in code, ignoring the
+// environment (OUTBOUND_SYSTEMS and every system variable): for tests,
+// examples and tools that build clients without env. The rules and the
+// report are those of [Load].
+func LoadCode(systems ...System) ([]Loaded, error) {
+	return load(nil, systems)
+}
+
+// load declares and loads systems; environ nil means "code only".
 func load(environ []string, systems []System) ([]Loaded, error) {
+	useEnv := environ != nil
 	var probs []Problem
 	env := make(map[string]string, len(environ))
 	for _, kv := range environ {
@@ -166,7 +183,7 @@ func load(environ []string, systems []System) ([]Loaded, error) {
 	known := make(map[string]bool, len(decl)*len(fieldTable)+1)
 	known[SystemsVar] = true
 	for _, s := range decl {
-		l, ps := loadSystem(v, s)
+		l, ps := loadSystem(v, s, useEnv)
 		out = append(out, l)
 		probs = append(probs, ps...)
 		for i := range fieldTable {
@@ -174,6 +191,13 @@ func load(environ []string, systems []System) ([]Loaded, error) {
 		}
 	}
 	probs = append(probs, unknownVars(env, known, byPrefix)...)
+	bad := make(map[string]bool)
+	for _, p := range probs {
+		bad[p.System] = true
+	}
+	for i := range out {
+		out[i].valid = !bad[out[i].Name]
+	}
 	if len(probs) > 0 {
 		return out, &Error{Problems: probs}
 	}
@@ -224,7 +248,7 @@ var rawSpec = func() reflect.Type {
 	return reflect.StructOf(fs)
 }()
 
-func loadSystem(v *validatorSet, s System) (Loaded, []Problem) {
+func loadSystem(v *validatorSet, s System, useEnv bool) (Loaded, []Problem) {
 	l := Loaded{Name: s.Name, Prefix: Prefix(s.Name), Client: withDefaults(s.Defaults), defaults: s.Defaults}
 	l.sources = make([]Source, len(fieldTable))
 	dv := reflect.ValueOf(s.Defaults)
@@ -236,7 +260,9 @@ func loadSystem(v *validatorSet, s System) (Loaded, []Problem) {
 
 	raw := reflect.New(rawSpec)
 	var probs []Problem
-	if err := envconfig.Process(l.Prefix, raw.Interface()); err != nil {
+	if !useEnv {
+		// Nothing is read: every rawValue stays unset.
+	} else if err := envconfig.Process(l.Prefix, raw.Interface()); err != nil {
 		// rawValue.Set never fails, so this is a broken spec: report it
 		// rather than hide it.
 		probs = append(probs, Problem{System: s.Name, Var: l.Prefix + "_*", Rule: "envconfig: " + err.Error()})

@@ -55,10 +55,6 @@ type Error struct {
 // Error lists every problem, one per line.
 func (e *Error) Error() string {
 	var b strings.Builder
-	systems := map[string]bool{}
-	for _, p := range e.Problems {
-		systems[p.System] = true
-	}
 	noun := "problems"
 	if len(e.Problems) == 1 {
 		noun = "problem"

@@ -49,8 +49,10 @@ func unknownVars(env map[string]string, known map[string]bool, byPrefix map[stri
 }
 
 // serviceLinkRE matches the suffixes of the variables Kubernetes sets for
-// a Service named like the system.
-var serviceLinkRE = regexp.MustCompile(`^(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT|PORT_[0-9]+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)$`)
+// a Service named like the system ("payments": PAYMENTS_SERVICE_HOST) or
+// starting like it ("payments-db": PAYMENTS_DB_PORT_5432_TCP_ADDR), so
+// that another team creating a Service cannot stop this pod from starting.
+var serviceLinkRE = regexp.MustCompile(`^([A-Z0-9_]+_)?(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT|PORT_[0-9]+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)$`)
 
 // suggest returns the setting suffix closest to s, if it is close enough
 // to be the intended one.

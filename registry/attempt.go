@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -55,7 +56,10 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 		case op == OpBreaker:
 			closeBody(areq)
 			if lastErr != nil {
-				err = errors.Join(err, lastErr)
+				// Not the prebuilt error: this one carries the attempts
+				// already sent and the failure that preceded the refusal.
+				err = &Error{System: c.name, Op: OpBreaker, Method: req.Method, URL: redactedURL(req),
+					Attempts: n - 1, Err: errors.Join(err.(*Error).Err, lastErr)}
 			}
 			c.stats.breakerRejected.Add(1)
 			return nil, c.failWith(req, err, n-1, OutcomeBreakerOpen, start)
@@ -63,8 +67,9 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 			c.stats.ok.Add(1)
 			c.observeCall(req, n, resp.StatusCode, nil, OutcomeOK, start)
 			return resp, nil
-		case err != nil && (op == OpCanceled || op == OpBudgetTimeout || op == OpCallTimeout):
-			// The deadline or the caller ended the call: no retry.
+		case err != nil && !retryableOp(op):
+			// The deadline or the caller ended the call, or a retry
+			// cannot help (a bad request, a certificate error).
 			return nil, c.fail(req, op, n, 0, withCause(err, ctx), start)
 		}
 
@@ -142,10 +147,14 @@ func (c *Client) attempt(req *http.Request, n int, last bool) (*http.Response, e
 	}
 	var op Op
 	resp, err := c.cb.Execute(func() (*http.Response, error) {
+		var avail time.Duration = -1
+		if dl, ok := req.Context().Deadline(); ok {
+			avail = time.Until(dl)
+		}
 		resp, err := c.rt.RoundTrip(req)
 		if err != nil {
 			op = classify(req.Context(), err)
-			if op == OpCanceled || op == OpBudgetTimeout {
+			if excluded(op, avail) {
 				return nil, &excludedError{err}
 			}
 			return nil, err
@@ -164,13 +173,12 @@ func (c *Client) attempt(req *http.Request, n int, last bool) (*http.Response, e
 	case err == errFailedStatus:
 		err = nil
 	default:
-		// AsType, unlike As, needs no target on the heap.
-		if ex, ok := errors.AsType[*excludedError](err); ok {
+		if ex, ok := err.(*excludedError); ok {
 			err = ex.err
 		}
 	}
 	if len(c.observers) > 0 {
-		ev := AttemptEvent{System: c.name, Method: req.Method, Host: req.URL.Host, Path: req.URL.Path,
+		ev := AttemptEvent{System: c.name, Method: req.Method, Host: req.URL.Host, Path: pathOf(req),
 			Attempt: n, Err: err, Duration: time.Since(t0), Outcome: OutcomeOK}
 		failed := OutcomeRetry
 		if last {
@@ -199,20 +207,49 @@ func (c *Client) attempt(req *http.Request, n int, last bool) (*http.Response, e
 	return resp, err, op
 }
 
+// minFairAttempt is the least time an attempt must have had before the
+// caller's deadline cut it for the cut to count against the upstream. An
+// attempt cut sooner never had a chance and is excluded; one cut later is
+// an attempt timeout like any other, so a hung upstream still opens the
+// breaker when every caller brings a short budget.
+const minFairAttempt = 100 * time.Millisecond
+
+// excluded reports whether an attempt that failed with op, having had
+// avail before its deadline (-1: none), is neither a success nor a failure
+// for the breaker: the caller cancelled, the request was bad before any
+// I/O, or the caller's budget left the attempt no fair chance.
+func excluded(op Op, avail time.Duration) bool {
+	switch op {
+	case OpCanceled, OpRequest:
+		return true
+	case OpBudgetTimeout:
+		return avail >= 0 && avail < minFairAttempt
+	}
+	return false
+}
+
+// retryableOp reports whether an attempt that failed with op may be
+// retried.
+func retryableOp(op Op) bool {
+	switch op {
+	case OpCanceled, OpBudgetTimeout, OpCallTimeout, OpRequest, OpTLS:
+		return false
+	}
+	return true
+}
+
 // classify names the phase a transport error comes from. ctx is the
 // call's capped context.
 func classify(ctx context.Context, err error) Op {
-	if ctx.Err() != nil {
-		switch cause := context.Cause(ctx); {
-		case errors.Is(cause, capbudget.ErrCallTimeout):
+	switch ctx.Err() {
+	case nil:
+	case context.Canceled:
+		return OpCanceled
+	default: // a deadline: ours (CALL_TIMEOUT) or the caller's budget
+		if errors.Is(context.Cause(ctx), capbudget.ErrCallTimeout) {
 			return OpCallTimeout
-		case errors.Is(cause, capbudget.ErrExhausted):
-			return OpBudgetTimeout
-		case errors.Is(cause, context.DeadlineExceeded):
-			return OpBudgetTimeout
-		default:
-			return OpCanceled
 		}
+		return OpBudgetTimeout
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
@@ -221,14 +258,25 @@ func classify(ctx context.Context, err error) Op {
 		}
 		return OpConnect
 	}
-	// net/http exports no type for these two timeouts; match the text
-	// it has used since Go 1.3.
+	var verr *tls.CertificateVerificationError
+	var alert tls.AlertError
+	if errors.As(err, &verr) || errors.As(err, &alert) {
+		return OpTLS
+	}
+	// net/http exports no type for these timeouts and request checks;
+	// match the text it has used for years.
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "TLS handshake timeout"):
 		return OpTLSTimeout
 	case strings.Contains(msg, "timeout awaiting response headers"):
 		return OpReadTimeout
+	case strings.HasPrefix(msg, "net/http: invalid header field"),
+		strings.HasPrefix(msg, "net/http: invalid method"),
+		strings.HasPrefix(msg, "net/http: nil Request"),
+		strings.HasPrefix(msg, "unsupported protocol scheme"),
+		strings.HasPrefix(msg, "http: no Host in request URL"):
+		return OpRequest
 	}
 	return OpTransport
 }

@@ -42,9 +42,10 @@ func (p *permit) done() {
 // The permit lives inside it, so that a call costs one allocation for
 // both.
 type body struct {
-	rc  io.ReadCloser
-	p   permit
-	eof atomic.Bool
+	rc    io.ReadCloser
+	p     permit
+	small bool // Content-Length known and <= maxDrain: worth draining on Close
+	eof   atomic.Bool
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -64,7 +65,14 @@ func (b *body) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Close drains a small unread rest of the body (a known length up to
+// maxDrain, read under the call's deadline) before closing it, so that the
+// connection goes back to the pool: net/http closes the connection of a
+// body closed unread.
 func (b *body) Close() error {
+	if !b.eof.Load() && b.small && b.p.ctx.Err() == nil {
+		_, _ = io.CopyN(io.Discard, b.rc, maxDrain)
+	}
 	err := b.rc.Close()
 	b.p.done()
 	return err

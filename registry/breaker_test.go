@@ -382,12 +382,14 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 		}
 		excluded += perRound
 	}
-	// One round whose caller deadline passes: the call's deadline is the
-	// caller's less the 100ms reserve.
+	// One round whose caller deadline passes so soon that the attempt had
+	// no fair chance: 150ms less the 100ms reserve leaves 50ms, under
+	// minFairAttempt (100ms). Longer cuts count: see
+	// TestBreakerOpensWhenBudgetsCutAHungUpstream.
 	waitGateEmpty()
 	chs := make([]<-chan resilResult, perRound)
 	for i := range chs {
-		chs[i] = resilGo(c, "/slow", 400*time.Millisecond)
+		chs[i] = resilGo(c, "/slow", 150*time.Millisecond)
 	}
 	for i, ch := range chs {
 		res := resilRecv(t, ch, resilBound)

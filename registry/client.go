@@ -3,7 +3,6 @@ package registry
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -23,6 +22,7 @@ type Client struct {
 	name      string
 	cfg       config.Client
 	loaded    config.Loaded
+	vars      []config.Var // loaded.Vars(), computed once for Status
 	base      *url.URL
 	transport *http.Transport
 	rt        http.RoundTripper // transport, maybe wrapped for tracing
@@ -59,6 +59,7 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Co
 		name:      l.Name,
 		cfg:       l.Client,
 		loaded:    l,
+		vars:      l.Vars(),
 		base:      base,
 		bh:        bh,
 		budget:    newRetryBudget(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),
@@ -97,7 +98,14 @@ func (c *Client) BaseURL() *url.URL { u := *c.base; return &u }
 // instead. Redirects follow the system's policy; each followed redirect is
 // a request of its own, with its own permit and deadline, all inside the
 // caller's deadline. Relative URLs resolve against BASE_URL.
-func (c *Client) HTTPClient() *http.Client { return c.outer }
+//
+// Each call returns a new *http.Client sharing the pipeline, so that a
+// library that sets its Timeout or wraps its Transport changes only its
+// own copy.
+func (c *Client) HTTPClient() *http.Client {
+	hc := *c.outer
+	return &hc
+}
 
 // Do sends req through the pipeline and returns the response, or an error
 // that is or wraps an [*Error] naming the system. A relative req.URL
@@ -109,7 +117,14 @@ func (c *Client) HTTPClient() *http.Client { return c.outer }
 // sooner. Redirects followed by Do stay inside that one deadline and one
 // bulkhead permit.
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
-	return c.call(req, c.redirects.Do)
+	resp, err := c.call(req, c.redirects.Do)
+	if ue, ok := err.(*url.Error); ok {
+		// http.Client strips only the password from the URL it puts in
+		// its error; a token in the user name or the query would reach
+		// every log line. The *url.Error is new per call: safe to edit.
+		ue.URL = config.RedactURL(ue.URL)
+	}
+	return resp, err
 }
 
 // pipelineTransport is HTTPClient's transport: the whole pipeline per
@@ -142,7 +157,9 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 	// Fast failures first: no allocation, no goroutine, no I/O.
 	if err := capbudget.Check(ctx, capbudget.DefaultReserve); err != nil {
 		closeBody(req)
-		if errors.Is(err, capbudget.ErrExhausted) {
+		// A deadline that passed (whatever its cause) is a spent budget;
+		// only a cancellation is the caller giving up.
+		if ctx.Err() != context.Canceled {
 			c.stats.budgetRejected.Add(1)
 			c.observeRejected(req, OutcomeBudgetSpent, c.errSpent)
 			return nil, c.errSpent
@@ -156,27 +173,43 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 		c.observeRejected(req, OutcomeBreakerOpen, c.errOpen)
 		return nil, c.errOpen
 	}
+	capped, cancel := ctx, context.CancelFunc(nil)
 	if c.cfg.BulkheadMaxWait == 0 {
 		if !c.bh.TryAcquire() {
 			closeBody(req)
 			c.observeRejected(req, OutcomeBulkheadFull, c.errFull)
 			return nil, c.errFull
 		}
-	} else if err := c.bh.Acquire(ctx); err != nil {
-		closeBody(req)
-		c.observeRejected(req, OutcomeBulkheadFull, err)
-		return nil, &Error{System: c.name, Op: OpBulkhead, Err: err}
+	} else {
+		// The wait for a permit counts against CALL_TIMEOUT: the deadline
+		// starts before it.
+		capped, cancel = c.capCall(ctx)
+		if err := c.bh.Acquire(capped); err != nil {
+			cancel()
+			closeBody(req)
+			c.observeRejected(req, OutcomeBulkheadFull, err)
+			return nil, &Error{System: c.name, Op: OpBulkhead, Err: err}
+		}
 	}
 	c.stats.calls.Add(1)
 	c.budget.call(time.Now())
-
-	if rem, ok := capbudget.Remaining(ctx, capbudget.DefaultReserve); ok && rem < c.cfg.CallTimeout {
-		c.stats.capped.Add(1)
+	if cancel == nil {
+		capped, cancel = c.capCall(ctx)
 	}
-	capped, cancel := capbudget.CapWith(ctx, c.cfg.CallTimeout, capbudget.DefaultReserve)
+
 	r2 := req.WithContext(capped)
 	if r2.URL != nil && r2.URL.Host == "" {
 		r2.URL = c.resolve(r2.URL)
+		if u := c.base.User; u != nil && r2.Header.Get("Authorization") == "" {
+			// BASE_URL's userinfo is Basic auth, on Do and HTTPClient
+			// alike (http.Client sets it only for URLs it was given).
+			r2.Header = r2.Header.Clone()
+			if r2.Header == nil {
+				r2.Header = make(http.Header)
+			}
+			pw, _ := u.Password()
+			r2.SetBasicAuth(u.Username(), pw)
+		}
 	}
 	b := &body{p: permit{c: c, ctx: capped, cancel: cancel}}
 	b.p.stop = context.AfterFunc(capped, b.p.release)
@@ -186,9 +219,25 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 		b.p.done()
 		return nil, err
 	}
+	if resp.Body == nil || resp.Body == http.NoBody {
+		// Nothing to read (HEAD, 204, 304): callers often skip Close
+		// here, so the permit and the deadline end now.
+		b.p.done()
+		return resp, nil
+	}
 	b.rc = resp.Body
+	b.small = resp.ContentLength >= 0 && resp.ContentLength <= maxDrain
 	resp.Body = b
 	return resp, nil
+}
+
+// capCall caps ctx for one call: CALL_TIMEOUT, or the caller's remaining
+// budget less the reserve if that is sooner.
+func (c *Client) capCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	if rem, ok := capbudget.Remaining(ctx, capbudget.DefaultReserve); ok && rem < c.cfg.CallTimeout {
+		c.stats.capped.Add(1)
+	}
+	return capbudget.CapWith(ctx, c.cfg.CallTimeout, capbudget.DefaultReserve)
 }
 
 // resolve joins a relative URL to BASE_URL: the path is appended to the

@@ -38,6 +38,8 @@ const (
 	OpCallTimeout    Op = "call timeout"   // CALL_TIMEOUT passed
 	OpBudgetTimeout  Op = "budget timeout" // the caller's deadline (minus reserve) passed
 	OpCanceled       Op = "canceled"       // the caller cancelled
+	OpTLS            Op = "tls"            // certificate or TLS alert error; not retried
+	OpRequest        Op = "request"        // net/http refused the request before any I/O; not retried
 	OpTransport      Op = "transport"      // any other transport error
 	OpStatus         Op = "status"         // gave up on a temporary status
 	OpClosed         Op = "closed"
@@ -87,11 +89,12 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Is makes a call that ran out of time match context.DeadlineExceeded,
-// as http.Client's Timeout errors do, whatever the cause that fired
+// Is makes a call that ran out of time, or was refused because the
+// caller's budget was already spent, match context.DeadlineExceeded, as
+// http.Client's Timeout errors do, whatever the cause that fired
 // (capbudget.ErrCallTimeout or capbudget.ErrExhausted).
 func (e *Error) Is(target error) bool {
-	return target == context.DeadlineExceeded && (e.Op == OpCallTimeout || e.Op == OpBudgetTimeout)
+	return target == context.DeadlineExceeded && (e.Op == OpCallTimeout || e.Op == OpBudgetTimeout || e.Op == OpBudget)
 }
 
 // Timeout reports whether the call failed on a timeout of any phase, as

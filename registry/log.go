@@ -18,8 +18,9 @@ const (
 // a registry has no log observer at all, so logging costs nothing.
 //
 // Records never carry a URL: attempts log the host and the path (the
-// event has no userinfo and no query), and the errors logged are the
-// registry's own, whose URLs are redacted.
+// route set with WithRoute, else the raw path; the event has no userinfo
+// and no query), and the errors logged are the registry's own, whose URLs
+// are redacted.
 type logObserver struct{ l *slog.Logger }
 
 func newLogObserver(l *slog.Logger) *logObserver { return &logObserver{l: l} }

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -36,7 +37,7 @@ type AttemptEvent struct {
 	System   string
 	Method   string
 	Host     string
-	Path     string // the request path; set a template with WithPathTemplate
+	Path     string // the route set with WithRoute, else the raw request path
 	Attempt  int    // 1 for the first attempt
 	Status   int    // 0 when there was no response
 	Err      error  // nil when there was a response
@@ -102,8 +103,9 @@ func WithObserver(o Observer) Option {
 
 // WithLogger logs one record per attempt (Debug for successes, Info for
 // retries and failures) and every breaker transition (Warn). The default
-// logs nothing. Records never carry secrets: URLs are logged as host and
-// path only.
+// logs nothing. Records carry the host and the path, never the userinfo
+// or the query; a path that holds identifiers or secrets
+// ("/password-resets/<token>") should be labelled with [WithRoute].
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(opts *options) { opts.logger = l })
 }
@@ -119,4 +121,22 @@ func WithLogger(l *slog.Logger) Option {
 // context.
 func WithTransportWrapper(wrap func(system string, rt http.RoundTripper) http.RoundTripper) Option {
 	return optionFunc(func(opts *options) { opts.wrap = wrap })
+}
+
+type routeKey struct{}
+
+// WithRoute labels the calls made with ctx with route, a path template
+// such as "/stock/{isbn}": observers (logs, metrics, traces) see the route
+// instead of the raw path, which keeps identifiers and secrets in paths
+// out of them and keeps label sets small.
+func WithRoute(ctx context.Context, route string) context.Context {
+	return context.WithValue(ctx, routeKey{}, route)
+}
+
+// pathOf returns the route of req's context, or its raw path.
+func pathOf(req *http.Request) string {
+	if r, ok := req.Context().Value(routeKey{}).(string); ok {
+		return r
+	}
+	return req.URL.Path
 }

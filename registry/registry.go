@@ -38,7 +38,8 @@ func FromEnvWith(systems []config.System, opts ...Option) (*Registry, error) {
 }
 
 // New builds a registry from systems already loaded and validated by
-// config.Load.
+// config.Load. A system that config.Load reported a problem for, or a
+// config.Loaded built by hand, is refused ([config.Loaded.Valid]).
 func New(loaded []config.Loaded, opts ...Option) (*Registry, error) {
 	var o options
 	for _, opt := range opts {
@@ -50,6 +51,10 @@ func New(loaded []config.Loaded, opts ...Option) (*Registry, error) {
 	r := &Registry{clients: make(map[string]*Client, len(loaded)), names: make([]string, 0, len(loaded))}
 	var errs []error
 	for _, l := range loaded {
+		if !l.Valid() {
+			errs = append(errs, fmt.Errorf("outbound %s: settings not validated: build them with config.Load and fix every problem it reports", l.Name))
+			continue
+		}
 		if _, dup := r.clients[l.Name]; dup {
 			errs = append(errs, fmt.Errorf("outbound %s: system declared twice", l.Name))
 			continue

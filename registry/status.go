@@ -34,7 +34,9 @@ type Status struct {
 	BudgetCapped      uint64 `json:"budget_capped"`       // calls whose deadline came from the caller's budget
 	RetryBudgetDenied uint64 `json:"retry_budget_denied"` // retries refused by the retry budget
 
-	Config []config.Var `json:"config"` // effective settings, redacted
+	// Config is the effective settings, redacted. It is computed once and
+	// shared by every snapshot: do not modify it.
+	Config []config.Var `json:"config"`
 }
 
 // Status returns a snapshot of the client.
@@ -59,7 +61,7 @@ func (c *Client) Status() Status {
 		BudgetRejected:    c.stats.budgetRejected.Load(),
 		BudgetCapped:      c.stats.capped.Load(),
 		RetryBudgetDenied: c.stats.retryBudgetDenied.Load(),
-		Config:            c.loaded.Vars(),
+		Config:            c.vars,
 	}
 }
 

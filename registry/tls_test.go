@@ -521,21 +521,31 @@ func TestCertSourceInterval(t *testing.T) {
 	}
 }
 
-// TestTLSNewReportsUnreadableFiles: New (with settings not checked by
-// config.Load) names the variable of a file it cannot use.
+// TestNewRefusesUnvalidatedSettings: a config.Loaded built by hand (zero
+// timeouts would mean no timeouts) never becomes a client.
+func TestNewRefusesUnvalidatedSettings(t *testing.T) {
+	_, err := New([]config.Loaded{{Name: "payments", Prefix: "PAYMENTS", Client: config.Client{BaseURL: "https://p"}}})
+	if err == nil || !strings.Contains(err.Error(), "config.Load") {
+		t.Errorf("New with hand-built settings: err = %v, want a refusal pointing at config.Load", err)
+	}
+}
+
+// TestTLSNewReportsUnreadableFiles: building the TLS settings names the
+// variable of a file it cannot use (the files may change between
+// config.Load, which checked them, and New).
 func TestTLSNewReportsUnreadableFiles(t *testing.T) {
 	dir := t.TempDir()
 	c := config.Baseline()
 	c.BaseURL = "https://payments.internal"
 	c.TLSCAFile = filepath.Join(dir, "missing-ca.pem")
-	_, err := New([]config.Loaded{{Name: "payments", Prefix: "PAYMENTS", Client: c}})
+	_, err := newTLSConfig(config.Loaded{Name: "payments", Prefix: "PAYMENTS", Client: c})
 	if err == nil || !strings.Contains(err.Error(), "TLS_CA_FILE") {
 		t.Errorf("missing CA file: err = %v, want one naming TLS_CA_FILE", err)
 	}
 	c.TLSCAFile = ""
 	c.TLSCertFile = mtlsWrite(t, dir, "c.pem", []byte("not a certificate"))
 	c.TLSKeyFile = mtlsWrite(t, dir, "k.pem", []byte("not a key"))
-	_, err = New([]config.Loaded{{Name: "payments", Prefix: "PAYMENTS", Client: c}})
+	_, err = newTLSConfig(config.Loaded{Name: "payments", Prefix: "PAYMENTS", Client: c})
 	if err == nil || !strings.Contains(err.Error(), "TLS_CERT_FILE") {
 		t.Errorf("bad pair: err = %v, want one naming TLS_CERT_FILE", err)
 	}
