@@ -47,7 +47,7 @@ type Client struct {
 
 	// BulkheadMaxWait is how long a call waits for a free slot when
 	// MaxConcurrent calls are in flight. 0 (the baseline) rejects at once
-	// with bulkhead.ErrFull.
+	// with bulkhead.ErrFull. The wait counts against CallTimeout.
 	BulkheadMaxWait time.Duration `env:"BULKHEAD_MAX_WAIT" validate:"gte=0" desc:"how long a call waits for a bulkhead slot; 0 rejects at once" rule:">= 0, < CALL_TIMEOUT"`
 
 	// Retries is the number of retries after the first attempt, for
