@@ -67,6 +67,11 @@ type Client struct {
 	// Baseline 10s.
 	RetryAfterMax time.Duration `env:"RETRY_AFTER_MAX" validate:"gt=0" desc:"longest Retry-After hint honoured; longer hints end the call" rule:"> 0"`
 
+	// OmitTimeBudget stops the client from sending X-Time-Budget (the
+	// milliseconds left of the call) on each attempt. Set it for third
+	// parties, who have no use for an internal budget. Baseline false.
+	OmitTimeBudget bool `env:"OMIT_TIME_BUDGET" desc:"do not send X-Time-Budget (e.g. to third parties)" rule:"true or false"`
+
 	// RetryBudgetRatio caps retries at this fraction of recent calls, so
 	// retries cannot turn an outage into a storm. Baseline 0.2.
 	RetryBudgetRatio float64 `env:"RETRY_BUDGET_RATIO" validate:"gt=0,lte=1" desc:"retries allowed as a fraction of recent calls" rule:"(0, 1]"`

@@ -43,7 +43,11 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 				areq.Body = b
 			}
 		}
-		if deadline, ok := ctx.Deadline(); ok {
+		// X-Time-Budget: what is left now, on a copy of the request. Set
+		// here rather than once in call(): on Do's path http.Client
+		// clones the first request's header for its redirects, and a
+		// header set before it costs that clone two more allocations.
+		if deadline, ok := ctx.Deadline(); ok && !c.cfg.OmitTimeBudget {
 			if areq == req {
 				areq = withBudget(req, deadline)
 			} else {

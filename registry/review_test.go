@@ -213,3 +213,33 @@ func TestReviewBulkheadWaitInsideCallTimeout(t *testing.T) {
 		t.Fatalf("second call: Op %q after %v (%v); want call timeout within CALL_TIMEOUT 3.1s of its start", e.Op, res.took, res.err)
 	}
 }
+
+// OMIT_TIME_BUDGET=true sends no X-Time-Budget (third parties); by
+// default every attempt, first and retried, carries one.
+func TestOmitTimeBudget(t *testing.T) {
+	for _, omit := range []bool{false, true} {
+		srv := testutil.Script(t, testutil.Resp{Status: 503}, testutil.Resp{Body: "ok"})
+		env := map[string]string{
+			"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL,
+			"INV_BACKOFF_BASE": "1ms", "INV_BACKOFF_MAX": "1ms",
+		}
+		if omit {
+			env["INV_OMIT_TIME_BUDGET"] = "true"
+		}
+		r := resilRegistry(t, env)
+		res := resilGet(r.MustClient("inv"), "/x", resilBound)
+		r.Close()
+		if res.err != nil || res.status != 200 {
+			t.Fatalf("omit=%v: %v", omit, res)
+		}
+		got := srv.Received()
+		if len(got) != 2 {
+			t.Fatalf("omit=%v: %d requests, want 2", omit, len(got))
+		}
+		for i, rq := range got {
+			if v := rq.Header.Get("X-Time-Budget"); (v == "") != omit {
+				t.Errorf("omit=%v: attempt %d X-Time-Budget %q", omit, i+1, v)
+			}
+		}
+	}
+}
