@@ -67,7 +67,11 @@ func (l Loaded) Summary() string {
 	var b strings.Builder
 	b.WriteString(l.Name)
 	b.WriteString(" base=")
-	b.WriteString(RedactURL(c.BaseURL))
+	if c.BaseURL == "" {
+		b.WriteString("(unset)")
+	} else {
+		b.WriteString(RedactURL(c.BaseURL))
+	}
 	kv := func(k, v string) { b.WriteString(" " + k + "=" + v) }
 	kv("connect", formatDuration(c.ConnectTimeout))
 	kv("tls", formatDuration(c.TLSHandshakeTimeout))
