@@ -7,6 +7,7 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -53,9 +54,9 @@ func rbRun(t *testing.T, c *Client, n, workers int) (map[int]int, time.Duration)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for next.Add(1) <= int64(n) {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("/call/%d", i), nil)
 				status := 0
 				resp, err := c.Do(req)
 				if err == nil {
@@ -126,9 +127,14 @@ func TestRetryBudgetCapsStorm(t *testing.T) {
 // in 20 gets every retry it needs: the budget never denies one.
 func TestRetryBudgetHealthyNeverDenies(t *testing.T) {
 	const calls, workers = 1000, 20
-	var n atomic.Int64
+	// Every 20th call fails its first attempt only, so every call ends
+	// 200 whatever the interleaving (a shared counter could hand one call
+	// a failing slot on every attempt).
+	var seen sync.Map
 	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1)%20 == 0 {
+		var id int
+		_, _ = fmt.Sscanf(r.URL.Path, "/call/%d", &id)
+		if _, again := seen.LoadOrStore(r.URL.Path, true); !again && id%20 == 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
