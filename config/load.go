@@ -49,6 +49,7 @@ type Loaded struct {
 	Client Client
 
 	sources  []Source // by field index
+	raw      []string // the environment's text, by field index; "" when not from env
 	defaults Client   // System.Defaults, for Vars
 	valid    bool     // Load found no problem with this system
 }
@@ -58,6 +59,22 @@ type Loaded struct {
 // not valid: registry.New refuses it, so that a zero timeout (no timeout
 // at all) can never reach a client.
 func (l Loaded) Valid() bool { return l.valid }
+
+// shown returns how a problem shows the value of field f: as the operator
+// typed it when it came from the environment ("70s", not "1m10s"),
+// otherwise formatted; secrets redacted either way.
+func (l *Loaded) shown(f *field) string {
+	if f.index < len(l.raw) && l.raw[f.index] != "" {
+		switch {
+		case f.typ == "url":
+			return RedactURL(l.raw[f.index])
+		case f.secret:
+			return redacted
+		}
+		return l.raw[f.index]
+	}
+	return f.format(reflect.ValueOf(l.Client).Field(f.index))
+}
 
 // SourceOf says where the setting with the given env suffix
 // ("CONNECT_TIMEOUT") came from.
@@ -251,6 +268,7 @@ var rawSpec = func() reflect.Type {
 func loadSystem(v *validatorSet, s System, useEnv bool) (Loaded, []Problem) {
 	l := Loaded{Name: s.Name, Prefix: Prefix(s.Name), Client: withDefaults(s.Defaults), defaults: s.Defaults}
 	l.sources = make([]Source, len(fieldTable))
+	l.raw = make([]string, len(fieldTable))
 	dv := reflect.ValueOf(s.Defaults)
 	for i := range fieldTable {
 		if !dv.Field(i).IsZero() {
@@ -276,6 +294,7 @@ func loadSystem(v *validatorSet, s System, useEnv bool) (Loaded, []Problem) {
 			continue
 		}
 		l.sources[i] = FromEnv
+		l.raw[i] = r.text
 		if err := parseInto(cv.Field(f.index), f, r.text); err != "" {
 			bad[f.goName] = true
 			val := r.text

@@ -74,3 +74,14 @@ func TestLoadCodeIgnoresEnvironment(t *testing.T) {
 		t.Error("LoadCode accepted a system without BASE_URL")
 	}
 }
+
+// A problem shows the value as the operator typed it, not re-formatted.
+func TestProblemShowsValueAsTyped(t *testing.T) {
+	setEnv(t, map[string]string{
+		"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": goodURL, "PAYMENTS_READ_TIMEOUT": "70s",
+	})
+	_, err := config.Load()
+	if err == nil || !strings.Contains(err.Error(), "PAYMENTS_READ_TIMEOUT=70s: must be <= 60s") {
+		t.Fatalf("got %v, want the value as typed (70s)", err)
+	}
+}

@@ -118,7 +118,6 @@ func (vs *validatorSet) check(l *Loaded, skip map[string]bool) []Problem {
 			invalid[fe.StructField()] = true
 		}
 	}
-	cv := reflect.ValueOf(l.Client)
 	var probs []Problem
 	for _, fe := range verrs {
 		f, ok := fieldByGoName[fe.StructField()]
@@ -128,7 +127,7 @@ func (vs *validatorSet) check(l *Loaded, skip map[string]bool) []Problem {
 		probs = append(probs, Problem{
 			System: l.Name,
 			Var:    l.Prefix + "_" + f.suffix,
-			Value:  f.format(cv.Field(f.index)),
+			Value:  l.shown(f),
 			Source: l.sources[f.index],
 			Rule:   ruleText(f, fe.Tag(), fe.Param(), l.Client),
 		})
