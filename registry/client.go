@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,7 +23,7 @@ type Client struct {
 	name      string
 	cfg       config.Client
 	loaded    config.Loaded
-	vars      []config.Var // loaded.Vars(), computed once for Status
+	vars      func() []config.Var // loaded.Vars(), computed once, on the first Status
 	base      *url.URL
 	transport *http.Transport
 	rt        http.RoundTripper // transport, maybe wrapped for tracing
@@ -59,7 +60,7 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Co
 		name:      l.Name,
 		cfg:       l.Client,
 		loaded:    l,
-		vars:      l.Vars(),
+		vars:      sync.OnceValue(l.Vars),
 		base:      base,
 		bh:        bh,
 		budget:    newRetryBudget(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),

@@ -61,7 +61,7 @@ func (c *Client) Status() Status {
 		BudgetRejected:    c.stats.budgetRejected.Load(),
 		BudgetCapped:      c.stats.capped.Load(),
 		RetryBudgetDenied: c.stats.retryBudgetDenied.Load(),
-		Config:            c.vars,
+		Config:            c.vars(),
 	}
 }
 
