@@ -2,110 +2,30 @@ package config
 
 // Internal tests: checkTLSFiles takes the time as a parameter, so expiry is
 // tested at chosen instants; Load itself is tested with certificates made
-// relative to the real clock. Certificates and keys are generated here and
-// written to t.TempDir(); none are checked in. TestMain (with goleak) is in
+// relative to the real clock. Certificates and keys are generated at run
+// time (internal/testutil) and written to t.TempDir(); none are checked in. TestMain (with goleak) is in
 // config_test.go.
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outbound-go/outbound/internal/testutil"
 )
 
-// tlsCheckCA is a private CA that signs client certificates for the tests.
-type tlsCheckCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTLSCheckCA(t *testing.T) *tlsCheckCA {
+// tlsCheckPair writes a client certificate of ca named name, valid from nb
+// to na, and its key to dir as name.crt and name.key, and returns their
+// paths.
+func tlsCheckPair(t *testing.T, ca *testutil.CA, dir, name string, nb, na time.Time) (certFile, keyFile string) {
 	t.Helper()
-	key := tlsCheckKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "tlscheck test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tlsCheckCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-func tlsCheckKey(t *testing.T) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func tlsCheckKeyPEM(t *testing.T, k *ecdsa.PrivateKey) []byte {
-	t.Helper()
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
-}
-
-// client signs a client certificate valid from notBefore to notAfter and
-// returns its PEM and its key.
-func (ca *tlsCheckCA) client(t *testing.T, cn string, notBefore, notAfter time.Time) (certPEM []byte, key *ecdsa.PrivateKey) {
-	t.Helper()
-	key = tlsCheckKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    notBefore,
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key
-}
-
-// writeTLSFile writes data to name in dir and returns its path.
-func writeTLSFile(t *testing.T, dir, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// tlsCheckPair writes a client certificate valid from nb to na and its key,
-// and returns their paths.
-func (ca *tlsCheckCA) pair(t *testing.T, dir, name string, nb, na time.Time) (certFile, keyFile string) {
-	t.Helper()
-	c, k := ca.client(t, name, nb, na)
-	return writeTLSFile(t, dir, name+".crt", c), writeTLSFile(t, dir, name+".key", tlsCheckKeyPEM(t, k))
+	c, k := ca.Issue(t, testutil.Leaf{CN: name, NotBefore: nb, NotAfter: na})
+	return testutil.WriteFile(t, dir, name+".crt", c), testutil.WriteFile(t, dir, name+".key", k)
 }
 
 func tlsCheckSetenv(t *testing.T, env map[string]string) {
@@ -138,27 +58,27 @@ func tlsCheckDump(probs []Problem) string {
 // file's path as the value.
 func TestTLSFilesInTheOneReport(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTLSCheckCA(t)
+	ca := testutil.NewCA(t, "tlscheck test CA")
 	now := time.Now()
 
 	// payments: the CA file is missing; the certificate expired; the key
 	// is another certificate's.
-	expiredCert, _ := ca.pair(t, dir, "expired", now.Add(-60*24*time.Hour), now.Add(-48*time.Hour))
-	_, otherKey := ca.pair(t, dir, "other", now.Add(-time.Hour), now.Add(90*24*time.Hour))
+	expiredCert, _ := tlsCheckPair(t, ca, dir, "expired", now.Add(-60*24*time.Hour), now.Add(-48*time.Hour))
+	_, otherKey := tlsCheckPair(t, ca, dir, "other", now.Add(-time.Hour), now.Add(90*24*time.Hour))
 	missing := filepath.Join(dir, "no-such-ca.pem")
 
 	// inventory: the CA file is garbage; the key file holds a certificate
 	// (swapped files); CONNECT_TIMEOUT does not parse.
-	garbage := writeTLSFile(t, dir, "garbage.pem", []byte("this is not PEM\n"))
-	goodCert, _ := ca.pair(t, dir, "inventory", now.Add(-time.Hour), now.Add(90*24*time.Hour))
+	garbage := testutil.WriteFile(t, dir, "garbage.pem", []byte("this is not PEM\n"))
+	goodCert, _ := tlsCheckPair(t, ca, dir, "inventory", now.Add(-time.Hour), now.Add(90*24*time.Hour))
 
 	// ledger: good files but an http BASE_URL; a CA "bundle" that holds a
 	// private key; a CA file that is a directory.
-	ledgerCert, ledgerKey := ca.pair(t, dir, "ledger", now.Add(-time.Hour), now.Add(90*24*time.Hour))
+	ledgerCert, ledgerKey := tlsCheckPair(t, ca, dir, "ledger", now.Add(-time.Hour), now.Add(90*24*time.Hour))
 
 	// shipping: a cert file that is a certificate whose PEM body is
 	// corrupt, and a key file that is not there.
-	corrupt := writeTLSFile(t, dir, "corrupt.crt", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not DER")}))
+	corrupt := testutil.WriteFile(t, dir, "corrupt.crt", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not DER")}))
 
 	tlsCheckSetenv(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "payments,inventory,ledger,shipping",
@@ -258,8 +178,8 @@ func TestTLSFilesUnreadable(t *testing.T) {
 		t.Skip("root reads files whatever their mode")
 	}
 	dir := t.TempDir()
-	ca := newTLSCheckCA(t)
-	p := writeTLSFile(t, dir, "ca.pem", ca.pem)
+	ca := testutil.NewCA(t, "tlscheck test CA")
+	p := testutil.WriteFile(t, dir, "ca.pem", ca.PEM)
 	if err := os.Chmod(p, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -274,11 +194,11 @@ func TestTLSFilesUnreadable(t *testing.T) {
 // problem) and gives one warning with its date; at 20 days it gives none.
 func TestTLSCertExpiringWarns(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTLSCheckCA(t)
+	ca := testutil.NewCA(t, "tlscheck test CA")
 	now := time.Now()
-	soonCert, soonKey := ca.pair(t, dir, "soon", now.Add(-time.Hour), now.Add(5*24*time.Hour))
-	laterCert, laterKey := ca.pair(t, dir, "later", now.Add(-time.Hour), now.Add(20*24*time.Hour))
-	caFile := writeTLSFile(t, dir, "ca.pem", ca.pem)
+	soonCert, soonKey := tlsCheckPair(t, ca, dir, "soon", now.Add(-time.Hour), now.Add(5*24*time.Hour))
+	laterCert, laterKey := tlsCheckPair(t, ca, dir, "later", now.Add(-time.Hour), now.Add(20*24*time.Hour))
+	caFile := testutil.WriteFile(t, dir, "ca.pem", ca.PEM)
 	tlsCheckSetenv(t, map[string]string{
 		"OUTBOUND_SYSTEMS":        "payments,inventory",
 		"PAYMENTS_BASE_URL":       "https://payments.internal",
@@ -313,10 +233,10 @@ func TestTLSCertExpiringWarns(t *testing.T) {
 // parameter: not yet valid, valid, close to expiry, expired.
 func TestTLSCertValidityAt(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTLSCheckCA(t)
+	ca := testutil.NewCA(t, "tlscheck test CA")
 	nb := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	na := nb.Add(90 * 24 * time.Hour) // 2030-04-01
-	certFile, keyFile := ca.pair(t, dir, "client", nb, na)
+	certFile, keyFile := tlsCheckPair(t, ca, dir, "client", nb, na)
 	l := Loaded{Name: "payments", Prefix: "PAYMENTS", Client: Client{TLSCertFile: certFile, TLSKeyFile: keyFile}}
 
 	cases := []struct {
@@ -359,10 +279,10 @@ func TestTLSCertValidityAt(t *testing.T) {
 // set of files gives nothing.
 func TestTLSFilesSkipAndGood(t *testing.T) {
 	dir := t.TempDir()
-	ca := newTLSCheckCA(t)
-	certFile, keyFile := ca.pair(t, dir, "client", time.Now().Add(-time.Hour), time.Now().Add(90*24*time.Hour))
-	bundle := append(append([]byte("# a comment before the bundle\n"), ca.pem...), ca.pem...)
-	caFile := writeTLSFile(t, dir, "bundle.pem", bundle)
+	ca := testutil.NewCA(t, "tlscheck test CA")
+	certFile, keyFile := tlsCheckPair(t, ca, dir, "client", time.Now().Add(-time.Hour), time.Now().Add(90*24*time.Hour))
+	bundle := append(append([]byte("# a comment before the bundle\n"), ca.PEM...), ca.PEM...)
+	caFile := testutil.WriteFile(t, dir, "bundle.pem", bundle)
 
 	good := Loaded{Name: "p", Prefix: "P", Client: Client{TLSCAFile: caFile, TLSCertFile: certFile, TLSKeyFile: keyFile}}
 	if probs, warns := checkTLSFiles(&good, nil, time.Now()); len(probs)+len(warns) != 0 {
@@ -379,7 +299,7 @@ func TestTLSFilesSkipAndGood(t *testing.T) {
 	}
 
 	// A bundle with one good and one corrupt certificate is a problem.
-	mixed := writeTLSFile(t, dir, "mixed.pem", append(append([]byte{}, ca.pem...),
+	mixed := testutil.WriteFile(t, dir, "mixed.pem", append(append([]byte{}, ca.PEM...),
 		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{0x30, 0x03, 0x02, 0x01, 0x01}})...))
 	m := Loaded{Name: "p", Prefix: "P", Client: Client{TLSCAFile: mixed}}
 	if probs, _ := checkTLSFiles(&m, nil, time.Now()); len(probs) != 1 || !strings.Contains(probs[0].Rule, "1 of 2 certificates do not parse") {

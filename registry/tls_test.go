@@ -1,24 +1,18 @@
 package registry
 
 // TLS per system, against real TLS servers on 127.0.0.1 with a private CA.
-// Every certificate and key is generated here and written to t.TempDir();
-// none is checked in. Helpers carry the prefix mtls so that they never
-// collide with those of the other test files of the package.
+// Every certificate and key is generated at run time (internal/testutil)
+// and written to t.TempDir(); none is checked in. Helpers carry the prefix
+// mtls so that they never collide with those of the other test files of the
+// package.
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,104 +23,8 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/testutil"
 )
-
-// mtlsCA is a private certificate authority.
-type mtlsCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func mtlsNewCA(t *testing.T, cn string) *mtlsCA {
-	t.Helper()
-	key := mtlsKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &mtlsCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-func mtlsKey(t *testing.T) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-// pool returns a pool holding the CA alone.
-func (ca *mtlsCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
-
-// issue signs a certificate: for 127.0.0.1 and localhost when server is
-// set, for client authentication otherwise. It returns the PEM of the
-// certificate and of its PKCS#8 key.
-func (ca *mtlsCA) issue(t *testing.T, cn string, serial int64, server bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key := mtlsKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
-		tmpl.DNSNames = []string{"localhost"}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
-}
-
-// mtlsWrite writes data to dir/name and returns the path.
-func mtlsWrite(t *testing.T, dir, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// mtlsReplace replaces dir/name with data the way secret rotation does:
-// write a temporary file, then rename it over the old one.
-func mtlsReplace(t *testing.T, dir, name string, data []byte) {
-	t.Helper()
-	tmp := mtlsWrite(t, dir, "."+name+".tmp", data)
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // mtlsServerOpts shape a test server.
 type mtlsServerOpts struct {
@@ -139,7 +37,7 @@ type mtlsServerOpts struct {
 // answers 200 with headers naming the client certificate it saw (serial
 // and CN, "-" for none) and the TLS version, and counts the requests that
 // reached it.
-func mtlsServer(t *testing.T, ca *mtlsCA, o mtlsServerOpts) (*httptest.Server, *atomic.Int64) {
+func mtlsServer(t *testing.T, ca *testutil.CA, o mtlsServerOpts) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	var hits atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -154,7 +52,7 @@ func mtlsServer(t *testing.T, ca *mtlsCA, o mtlsServerOpts) (*httptest.Server, *
 		w.Header().Set("X-TLS-Version", tls.VersionName(r.TLS.Version))
 		_, _ = io.WriteString(w, "ok")
 	}))
-	certPEM, keyPEM := ca.issue(t, "server", 2, true)
+	certPEM, keyPEM := ca.Issue(t, testutil.Leaf{CN: "server", Serial: 2, Server: true})
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		t.Fatal(err)
@@ -241,22 +139,22 @@ func mtlsWantErr(t *testing.T, err error, system string) *Error {
 // without one; the handler never runs for the latter.
 func TestTLSClientCertificate(t *testing.T) {
 	dir := t.TempDir()
-	serverCA := mtlsNewCA(t, "server CA")
-	clientCA := mtlsNewCA(t, "client CA")
-	srv, hits := mtlsServer(t, serverCA, mtlsServerOpts{clientCAs: clientCA.pool()})
+	serverCA := testutil.NewCA(t, "server CA")
+	clientCA := testutil.NewCA(t, "client CA")
+	srv, hits := mtlsServer(t, serverCA, mtlsServerOpts{clientCAs: clientCA.Pool()})
 
-	caFile := mtlsWrite(t, dir, "server-ca.pem", serverCA.pem)
-	certPEM, keyPEM := clientCA.issue(t, "payments-client", 4242, false)
-	certFile := mtlsWrite(t, dir, "client.crt", certPEM)
-	keyFile := mtlsWrite(t, dir, "client.key", keyPEM)
+	caFile := testutil.WriteFile(t, dir, "server-ca.pem", serverCA.PEM)
+	certPEM, keyPEM := clientCA.Issue(t, testutil.Leaf{CN: "payments-client", Serial: 4242})
+	certFile := testutil.WriteFile(t, dir, "client.crt", certPEM)
+	keyFile := testutil.WriteFile(t, dir, "client.key", keyPEM)
 	// A certificate of a CA the server does not trust.
-	otherPEM, otherKey := mtlsNewCA(t, "rogue CA").issue(t, "rogue", 7, false)
+	otherPEM, otherKey := testutil.NewCA(t, "rogue CA").Issue(t, testutil.Leaf{CN: "rogue", Serial: 7})
 
 	r := mtlsRegistry(t, map[string]map[string]string{
 		"withcert": {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile, "TLS_CERT_FILE": certFile, "TLS_KEY_FILE": keyFile},
 		"nocert":   {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile},
 		"rogue": {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile,
-			"TLS_CERT_FILE": mtlsWrite(t, dir, "rogue.crt", otherPEM), "TLS_KEY_FILE": mtlsWrite(t, dir, "rogue.key", otherKey)},
+			"TLS_CERT_FILE": testutil.WriteFile(t, dir, "rogue.crt", otherPEM), "TLS_KEY_FILE": testutil.WriteFile(t, dir, "rogue.key", otherKey)},
 	})
 
 	h, err := mtlsGet(t, r, "withcert")
@@ -290,10 +188,10 @@ func TestTLSClientCertificate(t *testing.T) {
 // authority.
 func TestTLSPrivateCA(t *testing.T) {
 	dir := t.TempDir()
-	ca := mtlsNewCA(t, "private CA")
+	ca := testutil.NewCA(t, "private CA")
 	srv, _ := mtlsServer(t, ca, mtlsServerOpts{})
-	caFile := mtlsWrite(t, dir, "ca.pem", ca.pem)
-	otherCA := mtlsWrite(t, dir, "other-ca.pem", mtlsNewCA(t, "other CA").pem)
+	caFile := testutil.WriteFile(t, dir, "ca.pem", ca.PEM)
+	otherCA := testutil.WriteFile(t, dir, "other-ca.pem", testutil.NewCA(t, "other CA").PEM)
 
 	r := mtlsRegistry(t, map[string]map[string]string{
 		"withca":    {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile},
@@ -331,8 +229,8 @@ func TestTLSPrivateCA(t *testing.T) {
 // 1.3-only server; 1.3 cannot reach a server that stops at 1.2.
 func TestTLSMinVersion(t *testing.T) {
 	dir := t.TempDir()
-	ca := mtlsNewCA(t, "private CA")
-	caFile := mtlsWrite(t, dir, "ca.pem", ca.pem)
+	ca := testutil.NewCA(t, "private CA")
+	caFile := testutil.WriteFile(t, dir, "ca.pem", ca.PEM)
 	only13, _ := mtlsServer(t, ca, mtlsServerOpts{minVersion: tls.VersionTLS13})
 	max12, max12Hits := mtlsServer(t, ca, mtlsServerOpts{maxVersion: tls.VersionTLS12})
 
@@ -370,14 +268,14 @@ func TestTLSMinVersion(t *testing.T) {
 // key) keeps the last good pair in use.
 func TestTLSClientCertRotation(t *testing.T) {
 	dir := t.TempDir()
-	ca := mtlsNewCA(t, "private CA")
-	srv, _ := mtlsServer(t, ca, mtlsServerOpts{clientCAs: ca.pool()})
-	caFile := mtlsWrite(t, dir, "ca.pem", ca.pem)
-	cert1, key1 := ca.issue(t, "gen-1", 1001, false)
-	cert2, key2 := ca.issue(t, "gen-2", 1002, false)
-	cert3, key3 := ca.issue(t, "gen-3", 1003, false)
-	certFile := mtlsWrite(t, dir, "tls.crt", cert1)
-	keyFile := mtlsWrite(t, dir, "tls.key", key1)
+	ca := testutil.NewCA(t, "private CA")
+	srv, _ := mtlsServer(t, ca, mtlsServerOpts{clientCAs: ca.Pool()})
+	caFile := testutil.WriteFile(t, dir, "ca.pem", ca.PEM)
+	cert1, key1 := ca.Issue(t, testutil.Leaf{CN: "gen-1", Serial: 1001})
+	cert2, key2 := ca.Issue(t, testutil.Leaf{CN: "gen-2", Serial: 1002})
+	cert3, key3 := ca.Issue(t, testutil.Leaf{CN: "gen-3", Serial: 1003})
+	certFile := testutil.WriteFile(t, dir, "tls.crt", cert1)
+	keyFile := testutil.WriteFile(t, dir, "tls.key", key1)
 
 	// The registry checks the files every certCheckInterval (seconds);
 	// build the same client with a short interval.
@@ -425,7 +323,7 @@ func TestTLSClientCertRotation(t *testing.T) {
 
 	// Half a rotation: the new certificate next to the old key does not
 	// load; the old pair stays in use.
-	mtlsReplace(t, dir, "tls.crt", cert2)
+	testutil.ReplaceFile(t, dir, "tls.crt", cert2)
 	if got := get("half rotation"); got != "1001 gen-1" {
 		t.Errorf("after replacing the certificate alone: server saw %q, want the last good pair 1001 gen-1", got)
 	}
@@ -437,7 +335,7 @@ func TestTLSClientCertRotation(t *testing.T) {
 
 	// The key follows: the new pair is used from the next handshake on,
 	// while the pooled connection keeps the certificate it was made with.
-	mtlsReplace(t, dir, "tls.key", key2)
+	testutil.ReplaceFile(t, dir, "tls.key", key2)
 	time.Sleep(2 * interval)
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "/", nil)
 	resp, err := c.Do(req)
@@ -455,8 +353,8 @@ func TestTLSClientCertRotation(t *testing.T) {
 
 	// Rewriting the files in place works too (same inode; the
 	// modification time moves).
-	mtlsWrite(t, dir, "tls.key", key3)
-	mtlsWrite(t, dir, "tls.crt", cert3)
+	testutil.WriteFile(t, dir, "tls.key", key3)
+	testutil.WriteFile(t, dir, "tls.crt", cert3)
 	future := time.Now().Add(time.Second)
 	_ = os.Chtimes(certFile, future, future)
 	if got := get("in place"); got != "1003 gen-3" {
@@ -471,11 +369,11 @@ func TestTLSClientCertRotation(t *testing.T) {
 // interval, and an unreadable or broken pair keeps the last good one.
 func TestCertSourceInterval(t *testing.T) {
 	dir := t.TempDir()
-	ca := mtlsNewCA(t, "private CA")
-	cert1, key1 := ca.issue(t, "gen-1", 1, false)
-	cert2, key2 := ca.issue(t, "gen-2", 2, false)
-	certFile := mtlsWrite(t, dir, "c.pem", cert1)
-	keyFile := mtlsWrite(t, dir, "k.pem", key1)
+	ca := testutil.NewCA(t, "private CA")
+	cert1, key1 := ca.Issue(t, testutil.Leaf{CN: "gen-1", Serial: 1})
+	cert2, key2 := ca.Issue(t, testutil.Leaf{CN: "gen-2", Serial: 2})
+	certFile := testutil.WriteFile(t, dir, "c.pem", cert1)
+	keyFile := testutil.WriteFile(t, dir, "k.pem", key1)
 	s, err := newCertSource(certFile, keyFile, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -489,8 +387,8 @@ func TestCertSourceInterval(t *testing.T) {
 	}
 	t0 := s.checked
 
-	mtlsReplace(t, dir, "c.pem", cert2)
-	mtlsReplace(t, dir, "k.pem", key2)
+	testutil.ReplaceFile(t, dir, "c.pem", cert2)
+	testutil.ReplaceFile(t, dir, "k.pem", key2)
 	if got := serial(s.current(t0.Add(59 * time.Minute))); got != 1 {
 		t.Errorf("within the interval: serial %d, want 1 (no look at the files)", got)
 	}
@@ -499,7 +397,7 @@ func TestCertSourceInterval(t *testing.T) {
 	}
 
 	// Garbage, then a missing key: the last good pair stays.
-	mtlsReplace(t, dir, "c.pem", []byte("garbage"))
+	testutil.ReplaceFile(t, dir, "c.pem", []byte("garbage"))
 	if got := serial(s.current(t0.Add(3 * time.Hour))); got != 2 {
 		t.Errorf("garbage certificate: serial %d, want 2", got)
 	}
@@ -514,8 +412,8 @@ func TestCertSourceInterval(t *testing.T) {
 	}
 
 	// Files back: the next look after the interval loads them.
-	mtlsReplace(t, dir, "c.pem", cert1)
-	mtlsReplace(t, dir, "k.pem", key1)
+	testutil.ReplaceFile(t, dir, "c.pem", cert1)
+	testutil.ReplaceFile(t, dir, "k.pem", key1)
 	if got := serial(s.current(t0.Add(7 * time.Hour))); got != 1 {
 		t.Errorf("files back: serial %d, want 1", got)
 	}
@@ -543,8 +441,8 @@ func TestTLSNewReportsUnreadableFiles(t *testing.T) {
 		t.Errorf("missing CA file: err = %v, want one naming TLS_CA_FILE", err)
 	}
 	c.TLSCAFile = ""
-	c.TLSCertFile = mtlsWrite(t, dir, "c.pem", []byte("not a certificate"))
-	c.TLSKeyFile = mtlsWrite(t, dir, "k.pem", []byte("not a key"))
+	c.TLSCertFile = testutil.WriteFile(t, dir, "c.pem", []byte("not a certificate"))
+	c.TLSKeyFile = testutil.WriteFile(t, dir, "k.pem", []byte("not a key"))
 	_, err = newTLSConfig(config.Loaded{Name: "payments", Prefix: "PAYMENTS", Client: c})
 	if err == nil || !strings.Contains(err.Error(), "TLS_CERT_FILE") {
 		t.Errorf("bad pair: err = %v, want one naming TLS_CERT_FILE", err)

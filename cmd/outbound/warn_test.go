@@ -1,58 +1,28 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-// writeCert writes a self-signed client certificate valid until notAfter
-// and its key to dir, and returns their paths.
-func writeCert(t *testing.T, dir string, notAfter time.Time) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(7),
-		Subject:      pkix.Name{CommonName: "payments-client"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     notAfter,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
-}
+	"github.com/outbound-go/outbound/internal/testutil"
+)
 
 // A client certificate that expires within 14 days is a warning: check
 // prints it and still exits 0.
 func TestCheckWarnsOnExpiringCertificate(t *testing.T) {
-	cert, key := writeCert(t, t.TempDir(), time.Now().Add(5*24*time.Hour))
+	// A self-signed client certificate valid for 5 more days, its key in
+	// SEC 1 form ("EC PRIVATE KEY").
+	dir := t.TempDir()
+	certPEM, keyPEM := testutil.SelfSigned(t, testutil.Leaf{
+		CN:       "payments-client",
+		Serial:   7,
+		NotAfter: time.Now().Add(5 * 24 * time.Hour),
+		SEC1:     true,
+	})
+	cert := testutil.WriteFile(t, dir, "client.crt", certPEM)
+	key := testutil.WriteFile(t, dir, "client.key", keyPEM)
 	cleanEnv(t, "OUTBOUND_SYSTEMS", "payments",
 		"PAYMENTS_BASE_URL", "https://pay.internal/v1",
 		"PAYMENTS_TLS_CERT_FILE", cert, "PAYMENTS_TLS_KEY_FILE", key)
