@@ -101,7 +101,7 @@ func TestTryAcquireAndFastPath(t *testing.T) {
 	if err := b.Acquire(ctx); err != nil {
 		t.Fatalf("Acquire on empty bulkhead = %v, want nil", err)
 	}
-	if !b.TryAcquire() || !b.TryAcquire() {
+	if first, second := b.TryAcquire(), b.TryAcquire(); !first || !second {
 		t.Fatal("TryAcquire with free permits = false, want true")
 	}
 	if got := b.InFlight(); got != 3 {

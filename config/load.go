@@ -306,9 +306,7 @@ func loadSystem(v *validatorSet, s System, useEnv bool) (Loaded, []Problem) {
 			probs = append(probs, Problem{System: s.Name, Var: l.Prefix + "_" + f.suffix, Value: val, Source: FromEnv, Rule: err})
 		}
 	}
-	for _, p := range v.check(&l, bad) {
-		probs = append(probs, p)
-	}
+	probs = append(probs, v.check(&l, bad)...)
 	// The TLS files are read now, so a missing file, a key that does not
 	// match its certificate or an expired certificate joins this report.
 	tlsProbs, _ := checkTLSFiles(&l, bad, time.Now())

@@ -55,7 +55,7 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 
-		resp, err, op := c.attempt(areq, n, n >= maxAttempts)
+		resp, op, err := c.attempt(areq, n, n >= maxAttempts)
 		switch {
 		case op == OpBreaker:
 			closeBody(areq)
@@ -144,7 +144,7 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 // attempt sends one attempt through the breaker. op classifies err.
 // last says no retry can follow it: a failed last attempt is reported to
 // observers as gave_up rather than retry.
-func (c *Client) attempt(req *http.Request, n int, last bool) (*http.Response, error, Op) {
+func (c *Client) attempt(req *http.Request, n int, last bool) (*http.Response, Op, error) {
 	var t0 time.Time
 	if len(c.observers) > 0 {
 		t0 = time.Now()
@@ -208,7 +208,7 @@ func (c *Client) attempt(req *http.Request, n int, last bool) (*http.Response, e
 			o.ObserveAttempt(ev)
 		}
 	}
-	return resp, err, op
+	return resp, op, err
 }
 
 // minFairAttempt is the least time an attempt must have had before the
