@@ -1,17 +1,9 @@
 package config_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -21,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/testutil"
 )
 
 // testPrefixes are the variable prefixes the tests (and the example, the
@@ -135,37 +128,9 @@ func assertNoSecrets(t testing.TB, where, s string, secrets ...string) {
 // as a CA bundle. (Load reads the TLS files, so they must be real.)
 func tlsFiles(t *testing.T) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "config test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	certPEM, keyPEM := testutil.SelfSigned(t, testutil.Leaf{CN: "config test", NotAfter: time.Now().Add(365 * 24 * time.Hour)})
 	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
+	return testutil.WriteFile(t, dir, "client.crt", certPEM), testutil.WriteFile(t, dir, "client.key", keyPEM)
 }
 
 // ruleCase is one environment that must produce exactly one problem.
