@@ -154,6 +154,10 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 		closeBody(req)
 		return nil, c.errClosed
 	}
+	if req.URL != nil && req.URL.Host == "" && escapesBase(req.URL.Path) {
+		closeBody(req)
+		return nil, &Error{System: c.name, Op: OpRequest, Method: req.Method, Err: ErrPathEscapesBase}
+	}
 	ctx := req.Context()
 	// Fast failures first: no allocation, no goroutine, no I/O.
 	if err := capbudget.Check(ctx, capbudget.DefaultReserve); err != nil {
@@ -257,6 +261,31 @@ func (c *Client) resolve(rel *url.URL) *url.URL {
 	}
 	u.Fragment = ""
 	return &u
+}
+
+// escapesBase reports whether a relative path climbs above its root with
+// "..": joined to BASE_URL's path, "../admin" or "a/../../x" would leave
+// it. Paths built from user input ("/stock/"+isbn) must not reach another
+// API of the same host.
+func escapesBase(p string) bool {
+	if !strings.Contains(p, "..") {
+		return false
+	}
+	depth := 0
+	for p != "" {
+		var seg string
+		seg, p, _ = strings.Cut(p, "/")
+		switch seg {
+		case "", ".":
+		case "..":
+			if depth--; depth < 0 {
+				return true
+			}
+		default:
+			depth++
+		}
+	}
+	return false
 }
 
 func closeBody(req *http.Request) {

@@ -20,6 +20,9 @@ var (
 	// ErrRetryBudget matches a call that stopped retrying because the
 	// system's retry budget was spent.
 	ErrRetryBudget = errors.New("outbound: retry budget spent")
+	// ErrPathEscapesBase matches a relative request URL whose ".."
+	// segments would climb above BASE_URL's path; nothing is sent.
+	ErrPathEscapesBase = errors.New("outbound: relative path climbs above BASE_URL")
 )
 
 // Op names the stage of the pipeline or the phase of the attempt an

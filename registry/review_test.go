@@ -243,3 +243,24 @@ func TestOmitTimeBudget(t *testing.T) {
 		}
 	}
 }
+
+// A relative path whose ".." would climb above BASE_URL's path is refused
+// before any I/O; ".." that stays inside is sent.
+func TestReviewPathEscapingBaseRefused(t *testing.T) {
+	srv := testutil.Script(t, testutil.Resp{Body: "ok"})
+	r := resilRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL + "/v1"})
+	defer r.Close()
+	c := r.MustClient("inv")
+	for _, p := range []string{"/stock/../../admin", "../x", "a/../../b"} {
+		res := resilGet(c, p, resilBound)
+		if !errors.Is(res.err, registry.ErrPathEscapesBase) {
+			t.Errorf("%s: %v, want ErrPathEscapesBase", p, res)
+		}
+	}
+	if n := srv.Hits(); n != 0 {
+		t.Fatalf("server saw %d requests, want 0", n)
+	}
+	if res := resilGet(c, "/stock/a/../42", resilBound); res.err != nil || res.status != 200 {
+		t.Fatalf("a path that stays inside: %v", res)
+	}
+}
