@@ -202,6 +202,9 @@ func (c Client) String() string {
 	return fmt.Sprintf("%+v", plain(c))
 }
 
+// GoString is String, so that %#v does not show credentials either.
+func (c Client) GoString() string { return c.String() }
+
 // LogValue makes slog log a Client with BaseURL redacted.
 func (c Client) LogValue() slog.Value {
 	return slog.StringValue(c.String())

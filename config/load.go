@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"reflect"
@@ -52,29 +53,47 @@ type Loaded struct {
 	raw      []string // the environment's text, by field index; "" when not from env
 	defaults Client   // System.Defaults, for Vars
 	valid    bool     // Load found no problem with this system
+	checked  Client   // the settings Load validated
 }
 
 // Valid reports whether [Load] loaded this system and found no problem
 // with it. A Loaded built by hand, or one Load reported problems for, is
 // not valid: registry.New refuses it, so that a zero timeout (no timeout
 // at all) can never reach a client.
-func (l Loaded) Valid() bool { return l.valid }
+//
+// Settings changed after Load (l.Client edited) are not valid either.
+func (l Loaded) Valid() bool { return l.valid && l.Client == l.checked }
 
 // shown returns how a problem shows the value of field f: as the operator
 // typed it when it came from the environment ("70s", not "1m10s"),
 // otherwise formatted; secrets redacted either way.
 func (l *Loaded) shown(f *field) string {
 	if f.index < len(l.raw) && l.raw[f.index] != "" {
-		switch {
-		case f.typ == "url":
-			return RedactURL(l.raw[f.index])
-		case f.secret:
-			return redacted
-		}
-		return l.raw[f.index]
+		return l.raw[f.index] // redacted when stored
 	}
 	return f.format(reflect.ValueOf(l.Client).Field(f.index))
 }
+
+// redactText is how the environment's text of field f may be kept and
+// shown: URLs redacted, secrets replaced.
+func redactText(f *field, text string) string {
+	switch {
+	case f.typ == "url":
+		return RedactURL(text)
+	case f.secret:
+		return redacted
+	}
+	return text
+}
+
+// String describes a loaded system with its settings redacted, so that
+// printing a Loaded (%v, %+v) never shows credentials.
+func (l Loaded) String() string {
+	return fmt.Sprintf("%s (%s_*): %v", l.Name, l.Prefix, l.Client)
+}
+
+// LogValue makes slog log a Loaded redacted.
+func (l Loaded) LogValue() slog.Value { return slog.StringValue(l.String()) }
 
 // SourceOf says where the setting with the given env suffix
 // ("CONNECT_TIMEOUT") came from.
@@ -213,7 +232,11 @@ func load(environ []string, systems []System) ([]Loaded, error) {
 		bad[p.System] = true
 	}
 	for i := range out {
-		out[i].valid = !bad[out[i].Name]
+		// A problem of no one system (the list of systems itself: a bad
+		// name, a duplicate) leaves every system invalid: the set that
+		// loaded is not the set that was declared.
+		out[i].valid = !bad[out[i].Name] && !bad[""]
+		out[i].checked = out[i].Client
 	}
 	if len(probs) > 0 {
 		return out, &Error{Problems: probs}
@@ -294,7 +317,7 @@ func loadSystem(v *validatorSet, s System, useEnv bool) (Loaded, []Problem) {
 			continue
 		}
 		l.sources[i] = FromEnv
-		l.raw[i] = r.text
+		l.raw[i] = redactText(f, r.text)
 		if err := parseInto(cv.Field(f.index), f, r.text); err != "" {
 			bad[f.goName] = true
 			val := r.text
@@ -312,6 +335,26 @@ func loadSystem(v *validatorSet, s System, useEnv bool) (Loaded, []Problem) {
 	tlsProbs, _ := checkTLSFiles(&l, bad, time.Now())
 	probs = append(probs, tlsProbs...)
 	return l, probs
+}
+
+// Revalidate checks the settings of l again, after code changed them
+// (l.Client edited after Load), with the rules of Load, TLS files
+// included. It returns l, valid, or an [*Error] with every problem.
+// Values shown in problems are the edited ones.
+func Revalidate(l Loaded) (Loaded, error) {
+	if len(l.sources) != len(fieldTable) {
+		return l, &Error{Problems: []Problem{{System: l.Name, Var: "code", Value: l.Name,
+			Rule: "settings not loaded by config.Load or config.LoadCode"}}}
+	}
+	l.raw = make([]string, len(fieldTable)) // the environment's text no longer applies
+	probs := newValidator().check(&l, nil)
+	tlsProbs, _ := checkTLSFiles(&l, nil, time.Now())
+	probs = append(probs, tlsProbs...)
+	l.valid, l.checked = len(probs) == 0, l.Client
+	if len(probs) > 0 {
+		return l, &Error{Problems: probs}
+	}
+	return l, nil
 }
 
 // parseInto parses text into dst, a field of Client, and returns what is

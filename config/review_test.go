@@ -85,3 +85,66 @@ func TestProblemShowsValueAsTyped(t *testing.T) {
 		t.Fatalf("got %v, want the value as typed (70s)", err)
 	}
 }
+
+// A Loaded, printed or logged, never shows the credentials of BASE_URL,
+// even though it keeps the environment's text for its problems.
+func TestLoadedPrintRedacts(t *testing.T) {
+	setEnv(t, map[string]string{
+		"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": "https://tok:s3cret@pay.internal/v1?api_key=K3Y",
+	})
+	ls, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, nil)).Info("sys", "loaded", ls[0], "client", ls[0].Client)
+	for _, out := range []string{fmt.Sprintf("%v", ls[0]), fmt.Sprintf("%+v", ls[0]), fmt.Sprintf("%#v", ls[0].Client), b.String()} {
+		if strings.Contains(out, "s3cret") || strings.Contains(out, "K3Y") || strings.Contains(out, "tok:") {
+			t.Errorf("not redacted: %s", out)
+		}
+	}
+}
+
+// Valid holds only for what Load validated: a problem with the list of
+// systems invalidates them all, and so does editing the settings after.
+func TestLoadedValidStrict(t *testing.T) {
+	setEnv(t, map[string]string{"OUTBOUND_SYSTEMS": "payments,Inventory", "PAYMENTS_BASE_URL": goodURL})
+	ls, err := config.Load()
+	if err == nil || len(ls) != 1 || ls[0].Valid() {
+		t.Fatalf("with a bad name in OUTBOUND_SYSTEMS: %d systems, valid %v, err %v; want payments loaded but not valid", len(ls), len(ls) == 1 && ls[0].Valid(), err)
+	}
+	setEnv(t, map[string]string{"OUTBOUND_SYSTEMS": "payments"})
+	ls, err = config.Load()
+	if err != nil || !ls[0].Valid() {
+		t.Fatalf("good env: valid %v, err %v", ls[0].Valid(), err)
+	}
+	ls[0].Client.CallTimeout = 0
+	if ls[0].Valid() {
+		t.Error("settings edited after Load are still valid")
+	}
+}
+
+// Revalidate makes settings edited in code valid again, or reports them.
+func TestRevalidate(t *testing.T) {
+	setEnv(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": goodURL})
+	ls, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ls[0]
+	l.Client.BaseURL = "http://127.0.0.1:9/v2"
+	if l.Valid() {
+		t.Fatal("edited settings valid before Revalidate")
+	}
+	l, err = config.Revalidate(l)
+	if err != nil || !l.Valid() {
+		t.Fatalf("Revalidate of good edited settings: valid %v, err %v", l.Valid(), err)
+	}
+	l.Client.CallTimeout = 0
+	if _, err := config.Revalidate(l); err == nil || !strings.Contains(err.Error(), "PAYMENTS_CALL_TIMEOUT") {
+		t.Fatalf("Revalidate of a zero CALL_TIMEOUT: %v, want a problem naming PAYMENTS_CALL_TIMEOUT", err)
+	}
+	if _, err := config.Revalidate(config.Loaded{Name: "x", Client: config.Baseline()}); err == nil {
+		t.Fatal("Revalidate accepted settings Load never saw")
+	}
+}

@@ -256,16 +256,21 @@ func classify(ctx context.Context, err error) Op {
 		return OpBudgetTimeout
 	}
 	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		if op.Timeout() {
+	if errors.As(err, &op) {
+		switch {
+		case op.Op == "dial" && op.Timeout():
 			return OpConnectTimeout
+		case op.Op == "dial":
+			return OpConnect
+		case op.Op == "remote error" && op.Err != nil && certAlert(op.Err.Error()):
+			// The server refused the handshake over our certificate or
+			// version: the same certificate gets the same answer.
+			return OpTLS
 		}
-		return OpConnect
 	}
 	var verr *tls.CertificateVerificationError
-	var alert tls.AlertError
-	if errors.As(err, &verr) || errors.As(err, &alert) {
-		return OpTLS
+	if errors.As(err, &verr) {
+		return OpTLS // we refused the server's certificate
 	}
 	// net/http exports no type for these timeouts and request checks;
 	// match the text it has used for years.
@@ -283,6 +288,22 @@ func classify(ctx context.Context, err error) Op {
 		return OpRequest
 	}
 	return OpTransport
+}
+
+// certAlert reports whether a TLS alert from the server (net/http reports
+// it as a *net.OpError "remote error" wrapping an unexported type, so the
+// text is all there is) is about certificates, versions or access: alerts
+// a retry with the same configuration cannot change. "internal error" and
+// the like stay retryable.
+func certAlert(msg string) bool {
+	for _, a := range []string{"bad certificate", "unsupported certificate", "certificate revoked",
+		"certificate expired", "certificate unknown", "unknown certificate authority", "access denied",
+		"certificate required", "handshake failure", "protocol version", "insufficient security"} {
+		if strings.Contains(msg, a) {
+			return true
+		}
+	}
+	return false
 }
 
 // withCause joins err with the context's cause when the context ended.

@@ -4,7 +4,11 @@ import (
 	"context"
 	"io"
 	"sync/atomic"
+	"time"
 )
+
+// drainWait bounds how long Close drains an unread body.
+const drainWait = 50 * time.Millisecond
 
 // permit is one call's bulkhead permit and deadline. It is given back
 // exactly once: when the body is closed or read to EOF, when the call
@@ -71,7 +75,12 @@ func (b *body) Read(p []byte) (int, error) {
 // body closed unread.
 func (b *body) Close() error {
 	if !b.eof.Load() && b.small && b.p.ctx.Err() == nil {
+		// At most drainWait: an upstream that stalls mid-body must not
+		// hold the caller's Close until the call's deadline; cutting the
+		// call's context ends the read and costs the connection instead.
+		t := time.AfterFunc(drainWait, b.p.cancel)
 		_, _ = io.CopyN(io.Discard, b.rc, maxDrain)
+		t.Stop()
 	}
 	err := b.rc.Close()
 	b.p.done()

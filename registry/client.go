@@ -84,6 +84,15 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Co
 	return c, nil
 }
 
+// String names the client and its redacted base URL, so that printing a
+// Client never shows its settings' credentials.
+func (c *Client) String() string {
+	return "outbound client " + c.name + " (" + config.RedactURL(c.base.String()) + ")"
+}
+
+// GoString is String, for %#v.
+func (c *Client) GoString() string { return c.String() }
+
 // Name returns the system's name.
 func (c *Client) Name() string { return c.name }
 
@@ -178,7 +187,7 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 		c.observeRejected(req, OutcomeBreakerOpen, c.errOpen)
 		return nil, c.errOpen
 	}
-	capped, cancel := ctx, context.CancelFunc(nil)
+	capped, cancel, budgetCapped := ctx, context.CancelFunc(nil), false
 	if c.cfg.BulkheadMaxWait == 0 {
 		if !c.bh.TryAcquire() {
 			closeBody(req)
@@ -188,7 +197,7 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 	} else {
 		// The wait for a permit counts against CALL_TIMEOUT: the deadline
 		// starts before it.
-		capped, cancel = c.capCall(ctx)
+		capped, cancel, budgetCapped = c.capCall(ctx)
 		if err := c.bh.Acquire(capped); err != nil {
 			cancel()
 			closeBody(req)
@@ -196,11 +205,14 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 			return nil, &Error{System: c.name, Op: OpBulkhead, Err: err}
 		}
 	}
-	c.stats.calls.Add(1)
-	c.budget.call(time.Now())
 	if cancel == nil {
-		capped, cancel = c.capCall(ctx)
+		capped, cancel, budgetCapped = c.capCall(ctx)
 	}
+	c.stats.calls.Add(1)
+	if budgetCapped {
+		c.stats.capped.Add(1)
+	}
+	c.budget.call(time.Now())
 
 	r2 := req.WithContext(capped)
 	if r2.URL != nil && r2.URL.Host == "" {
@@ -224,9 +236,15 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 		b.p.done()
 		return nil, err
 	}
-	if resp.Body == nil || resp.Body == http.NoBody {
-		// Nothing to read (HEAD, 204, 304): callers often skip Close
-		// here, so the permit and the deadline end now.
+	if bodyless(resp) {
+		// Nothing to read (HEAD, 204, 304, Content-Length: 0): callers
+		// often skip Close here, so the body is closed (HTTP/2 has its
+		// own empty body, not http.NoBody) and the permit and the
+		// deadline end now.
+		if resp.Body != nil && resp.Body != http.NoBody {
+			_ = resp.Body.Close()
+		}
+		resp.Body = http.NoBody
 		b.p.done()
 		return resp, nil
 	}
@@ -237,12 +255,19 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 }
 
 // capCall caps ctx for one call: CALL_TIMEOUT, or the caller's remaining
-// budget less the reserve if that is sooner.
-func (c *Client) capCall(ctx context.Context) (context.Context, context.CancelFunc) {
-	if rem, ok := capbudget.Remaining(ctx, capbudget.DefaultReserve); ok && rem < c.cfg.CallTimeout {
-		c.stats.capped.Add(1)
-	}
-	return capbudget.CapWith(ctx, c.cfg.CallTimeout, capbudget.DefaultReserve)
+// budget less the reserve if that is sooner (budgetCapped).
+func (c *Client) capCall(ctx context.Context) (_ context.Context, _ context.CancelFunc, budgetCapped bool) {
+	rem, ok := capbudget.Remaining(ctx, capbudget.DefaultReserve)
+	capped, cancel := capbudget.CapWith(ctx, c.cfg.CallTimeout, capbudget.DefaultReserve)
+	return capped, cancel, ok && rem < c.cfg.CallTimeout
+}
+
+// bodyless reports whether resp can have no body to read, whatever the
+// protocol: HTTP/1 gives http.NoBody, HTTP/2 an empty body of its own.
+func bodyless(resp *http.Response) bool {
+	return resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength == 0 ||
+		resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified ||
+		(resp.Request != nil && resp.Request.Method == http.MethodHead)
 }
 
 // resolve joins a relative URL to BASE_URL: the path is appended to the
@@ -275,12 +300,16 @@ func escapesBase(p string) bool {
 	for p != "" {
 		var seg string
 		seg, p, _ = strings.Cut(p, "/")
-		switch seg {
-		case "", ".":
-		case "..":
+		switch {
+		case seg == "" || seg == ".":
+		case seg == "..":
 			if depth--; depth < 0 {
 				return true
 			}
+		case strings.HasPrefix(seg, "..;") || strings.HasPrefix(seg, `..\`):
+			// "..;" (Tomcat, Spring) and "..\" (proxies that turn \
+			// into /) climb too on some servers: refuse them outright.
+			return true
 		default:
 			depth++
 		}

@@ -5,9 +5,11 @@ package registry_test
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -251,7 +253,7 @@ func TestReviewPathEscapingBaseRefused(t *testing.T) {
 	r := resilRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL + "/v1"})
 	defer r.Close()
 	c := r.MustClient("inv")
-	for _, p := range []string{"/stock/../../admin", "../x", "a/../../b"} {
+	for _, p := range []string{"/stock/../../admin", "../x", "a/../../b", "/..;/admin", `/..\admin`} {
 		res := resilGet(c, p, resilBound)
 		if !errors.Is(res.err, registry.ErrPathEscapesBase) {
 			t.Errorf("%s: %v, want ErrPathEscapesBase", p, res)
@@ -262,5 +264,73 @@ func TestReviewPathEscapingBaseRefused(t *testing.T) {
 	}
 	if res := resilGet(c, "/stock/a/../42", resilBound); res.err != nil || res.status != 200 {
 		t.Fatalf("a path that stays inside: %v", res)
+	}
+}
+
+// Over HTTP/2 too (its empty body is not http.NoBody), a response without
+// a body gives its permit back at once, even if never closed.
+func TestReviewNoBodyReleasesPermitHTTP2(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/empty" {
+			w.Header().Set("Content-Length", "0")
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	caFile := testutil.WriteFile(t, t.TempDir(), "ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	r := resilRegistry(t, map[string]string{
+		"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL, "INV_MAX_CONCURRENT": "1", "INV_TLS_CA_FILE": caFile,
+	})
+	defer r.Close()
+	c := r.MustClient("inv")
+	for i, m := range []struct{ method, path string }{{"HEAD", "/x"}, {"GET", "/204"}, {"GET", "/empty"}, {"GET", "/204"}} {
+		ctx, cancel := context.WithTimeout(context.Background(), resilBound)
+		req, _ := http.NewRequestWithContext(ctx, m.method, m.path, nil)
+		resp, err := c.Do(req)
+		cancel()
+		if err != nil {
+			t.Fatalf("call %d (%s %s): %v (a body-less HTTP/2 response kept the only permit)", i+1, m.method, m.path, err)
+		}
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("call %d: HTTP/%d, want HTTP/2", i+1, resp.ProtoMajor)
+		}
+		// never closed
+	}
+	if n := c.Status().InFlight; n != 0 {
+		t.Fatalf("InFlight %d after body-less HTTP/2 responses, want 0", n)
+	}
+	c.HTTPClient().CloseIdleConnections()
+}
+
+// Close drains a small unread body, but not for longer than a moment: an
+// upstream that stalls mid-body must not hold the caller's Close until
+// CALL_TIMEOUT.
+func TestReviewCloseDoesNotWaitForAStalledBody(t *testing.T) {
+	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100000")
+		_, _ = io.WriteString(w, "0123456789")
+		w.(http.Flusher).Flush()
+		testutil.Wait(r, time.Hour) // stalls until the client goes away
+	}))
+	r := resilRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL, "INV_CALL_TIMEOUT": "15s"})
+	defer r.Close()
+	c := r.MustClient("inv")
+	ctx, cancel := context.WithTimeout(context.Background(), resilBound)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/stall", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	resp.Body.Close()
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("Close took %v on a stalled body, want about 50ms", took)
+	}
+	if n := c.Status().InFlight; n != 0 {
+		t.Fatalf("InFlight %d after Close, want 0", n)
 	}
 }

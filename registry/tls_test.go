@@ -170,8 +170,9 @@ func TestTLSClientCertificate(t *testing.T) {
 		_, err = mtlsGet(t, r, system)
 		e := mtlsWantErr(t, err, system)
 		t.Logf("%s: %v", system, err)
-		if e.Op != OpTransport {
-			t.Errorf("%s: op %q, want %q", system, e.Op, OpTransport)
+		// A certificate refusal is not retried: one attempt, op tls.
+		if e.Op != OpTLS || e.Attempts > 1 {
+			t.Errorf("%s: op %q after %d attempts, want %q after 1", system, e.Op, e.Attempts, OpTLS)
 		}
 		if !strings.Contains(err.Error(), "certificate") {
 			t.Errorf("%s: error does not mention the certificate: %v", system, err)

@@ -229,6 +229,10 @@ func loadDemo(systems []config.System, f *fakes) ([]config.Loaded, []string, err
 			}
 		}
 		l.Client.BaseURL = f.url(l.Name)
+		l, err := config.Revalidate(l)
+		if err != nil {
+			return nil, nil, err
+		}
 		out = append(out, l)
 	}
 	return out, notes, nil
