@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,10 +41,19 @@ func baseURLProblem(s string) string {
 		return "must be an absolute http or https URL (e.g. https://payments.internal:8443/v1)"
 	case u.Host == "" || u.Hostname() == "":
 		return "must name a host"
+	case u.Port() != "" && !validPort(u.Port()):
+		return "port must be 1..65535"
 	case u.Fragment != "" || strings.Contains(s, "#"):
 		return "must not have a fragment"
 	}
 	return ""
+}
+
+// validPort reports whether p, the digits url.Parse accepted as a port,
+// is a port number a connection can use (1..65535).
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
 }
 
 // crossRules are the rules between fields. Each is checked only when the
