@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/outbound-go/outbound/internal/redact"
+
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -197,7 +199,7 @@ func withDefaults(d Client) Client {
 // String renders the settings with BaseURL redacted, so that printing a
 // Client (%v, %+v) never shows credentials.
 func (c Client) String() string {
-	c.BaseURL = RedactURL(c.BaseURL)
+	c.BaseURL = redact.BaseURL(c.BaseURL)
 	type plain Client // no String method: no recursion
 	return fmt.Sprintf("%+v", plain(c))
 }

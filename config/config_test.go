@@ -1024,8 +1024,9 @@ func TestRedaction(t *testing.T) {
 				if !ok {
 					t.Fatalf("no problem on %s:%s", tc.wantVar, dump(probs))
 				}
-				if !strings.Contains(p.Value, "page=2") || !strings.Contains(p.Value, "REDACTED") {
-					t.Errorf("BASE_URL value %q: want REDACTED secrets and page=2 kept", p.Value)
+				// Every query value of a BASE_URL is hidden (issue #10, item 9).
+				if !strings.Contains(p.Value, "page=REDACTED") || !strings.Contains(p.Value, "REDACTED@host") {
+					t.Errorf("BASE_URL value %q: want every query value and the userinfo REDACTED", p.Value)
 				}
 			}
 			assertNoSecrets(t, "err.Error()", err.Error(), secrets...)
@@ -1037,8 +1038,8 @@ func TestRedaction(t *testing.T) {
 			}
 			sum := ls[0].Summary()
 			assertNoSecrets(t, "Summary()", sum, secrets...)
-			if !strings.Contains(sum, "page=2") || !strings.Contains(sum, "REDACTED@host") {
-				t.Errorf("Summary() = %q, want the host and page=2 kept", sum)
+			if !strings.Contains(sum, "page=REDACTED") || !strings.Contains(sum, "REDACTED@host/x") {
+				t.Errorf("Summary() = %q, want the host kept and page=REDACTED", sum)
 			}
 			for _, v := range ls[0].Vars() {
 				assertNoSecrets(t, "Vars() "+v.Name, fmt.Sprintf("%+v", v), secrets...)
@@ -1092,7 +1093,7 @@ func TestRedaction(t *testing.T) {
 				}
 			}
 		}
-		for _, s := range []string{"", goodURL, "https://h/x?page=2&q=a+b", "http://[::1]:8080/"} {
+		for _, s := range []string{"", goodURL, "https://h/x?page=2&limit=a+b", "http://[::1]:8080/"} {
 			if got := config.RedactURL(s); got != s {
 				t.Errorf("RedactURL(%q) = %q, want it unchanged", s, got)
 			}

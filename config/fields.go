@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/outbound-go/outbound/internal/redact"
+
 	"reflect"
 	"strings"
 	"time"
@@ -80,7 +82,7 @@ func (f *field) format(v reflect.Value) string {
 	case "duration":
 		return formatDuration(time.Duration(v.Int()))
 	case "url":
-		return RedactURL(v.String())
+		return redact.BaseURL(v.String())
 	}
 	s := formatValue(v)
 	if f.secret && s != "" {

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -40,5 +41,85 @@ func TestIssue10BaseURLPort(t *testing.T) {
 				t.Errorf("rule %q does not give the port range", p.Rule)
 			}
 		})
+	}
+}
+
+// TestIssue10RedactEveryBaseURLQueryValue: the list of secret parameter
+// names missed jwt, bearer, otp, hash, private and more (issue #10, item
+// 9). Every query value of BASE_URL is now redacted in every output, and
+// in request URLs every value whose name is not known to be safe.
+func TestIssue10RedactEveryBaseURLQueryValue(t *testing.T) {
+	names := []string{"jwt", "bearer", "otp", "hash", "private", "x-amz-credential", "apikey", "state", "nonce"}
+	var q []string
+	var secrets []string
+	for i, n := range names {
+		v := fmt.Sprintf("s3cr3t%d", i)
+		q = append(q, n+"="+v)
+		secrets = append(secrets, v)
+	}
+	base := "https://payments.internal/v1?" + strings.Join(q, "&") + "&page=2"
+	ls, probs, err := loadEnv(t, map[string]string{
+		"PAYMENTS_BASE_URL":     base,
+		"PAYMENTS_READ_TIMEOUT": "0", // for an error to print
+	}, config.System{Name: "payments"})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	outputs := map[string]string{
+		"err":     err.Error(),
+		"Summary": ls[0].Summary(),
+		"%v":      fmt.Sprintf("%v", ls[0]),
+		"%#v":     fmt.Sprintf("%#v", ls[0].Client),
+		"Vars":    fmt.Sprintf("%+v", ls[0].Vars()),
+		"probs":   fmt.Sprintf("%+v", probs),
+	}
+	for where, s := range outputs {
+		assertNoSecrets(t, where, s, secrets...)
+		assertNoSecrets(t, where, s, "page=2") // a BASE_URL hides even safe names
+	}
+	if !strings.Contains(ls[0].Summary(), "payments.internal/v1?") {
+		t.Errorf("Summary lost the host: %s", ls[0].Summary())
+	}
+
+	// A request URL keeps the values of known-safe names only.
+	got := config.RedactURL("https://h/x?" + strings.Join(q, "&") + "&page=2&LIMIT=5")
+	assertNoSecrets(t, "RedactURL", got, secrets...)
+	for _, keep := range []string{"page=2", "LIMIT=5", "jwt=REDACTED"} {
+		if !strings.Contains(got, keep) {
+			t.Errorf("RedactURL = %q, want %q kept", got, keep)
+		}
+	}
+}
+
+// TestIssue10PasswordWithSlash: "https://user:12/secret@host/v1" parsed as
+// host "user", port 12; check said ok and printed the password (issue
+// #10, item 10). It is refused now, with a hint to percent-encode, and
+// never echoed.
+func TestIssue10PasswordWithSlash(t *testing.T) {
+	for _, u := range []string{
+		"https://user:12/secret@payments.internal/v1",
+		"https://user:12?secret@payments.internal/v1",
+		"https://user:12#secret@payments.internal/v1",
+		"https://user:12/se/cret@payments.internal/v1",
+		"https://user:pa/secret@payments.internal/v1",
+	} {
+		t.Run(u, func(t *testing.T) {
+			ls, probs, err := loadEnv(t, map[string]string{"PAYMENTS_BASE_URL": u}, config.System{Name: "payments"})
+			p, ok := findVar(probs, "PAYMENTS_BASE_URL")
+			if !ok {
+				t.Fatalf("not refused:%s", dump(probs))
+			}
+			if !strings.Contains(p.Rule, "percent-encode") {
+				t.Errorf("rule %q does not say to percent-encode", p.Rule)
+			}
+			for where, s := range map[string]string{"err": err.Error(), "Summary": ls[0].Summary(), "Value": p.Value} {
+				assertNoSecrets(t, where, s, "secret", "user", ":12")
+			}
+		})
+	}
+	// An '@' in the path of a URL without a port is not userinfo.
+	_, probs, _ := loadEnv(t, map[string]string{"PAYMENTS_BASE_URL": "https://registry.npmjs.org/@types"}, config.System{Name: "payments"})
+	if len(probs) != 0 {
+		t.Errorf("an '@' in the path is refused:%s", dump(probs))
 	}
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/outbound-go/outbound/internal/redact"
+
 	"fmt"
 	"log/slog"
 	"math"
@@ -79,7 +81,7 @@ func (l *Loaded) shown(f *field) string {
 func redactText(f *field, text string) string {
 	switch {
 	case f.typ == "url":
-		return RedactURL(text)
+		return redact.BaseURL(text)
 	case f.secret:
 		return redacted
 	}
@@ -322,7 +324,7 @@ func loadSystem(v *validatorSet, s System, useEnv bool) (Loaded, []Problem) {
 			bad[f.goName] = true
 			val := r.text
 			if f.typ == "url" {
-				val = RedactURL(val)
+				val = redact.BaseURL(val)
 			} else if f.secret {
 				val = redacted
 			}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/outbound-go/outbound/internal/redact"
+
 	"reflect"
 	"strconv"
 	"strings"
@@ -70,7 +72,7 @@ func (l Loaded) Summary() string {
 	if c.BaseURL == "" {
 		b.WriteString("(unset)")
 	} else {
-		b.WriteString(RedactURL(c.BaseURL))
+		b.WriteString(redact.BaseURL(c.BaseURL))
 	}
 	kv := func(k, v string) { b.WriteString(" " + k + "=" + v) }
 	kv("connect", formatDuration(c.ConnectTimeout))

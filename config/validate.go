@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/outbound-go/outbound/internal/redact"
+
 	"errors"
 	"fmt"
 	"net/url"
@@ -33,8 +35,13 @@ func baseURLProblem(s string) string {
 	if s == "" {
 		return "required: the absolute http(s) URL of the system"
 	}
+	if redact.UserinfoOutsideAuthority(s) {
+		return "the credentials before '@' hold an unencoded '/', '?' or '#', so the URL names the wrong host: percent-encode them in the password (%2F, %3F, %23; '@' is %40); an '@' that belongs to the path or query is written %40"
+	}
 	u, err := url.Parse(s)
 	switch {
+	case err != nil && strings.Contains(s, "@"):
+		return "not a URL: if the password holds '/', '?', '#', '@' or '%', percent-encode them (%2F, %3F, %23, %40, %25)"
 	case err != nil:
 		return "not a URL"
 	case u.Scheme != "http" && u.Scheme != "https":
