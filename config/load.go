@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/kelseyhightower/envconfig"
 )
 
 // SystemsVar names the variable that declares systems by name, comma
@@ -116,7 +114,21 @@ func (l Loaded) SourceOf(suffix string) Source {
 // system together with the systems it could load, so that a tool can still
 // show their effective settings. Load never panics on any input.
 func Load(systems ...System) ([]Loaded, error) {
-	return load(os.Environ(), systems)
+	environ := os.Environ()
+	env := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return load(env, true, systems)
+}
+
+// LoadEnv is [Load] with the environment given as a map (KEY -> value)
+// instead of read from the process: for tests, which can then run in
+// parallel, and for tools that check an environment they did not start
+// with. The map is only read.
+func LoadEnv(env map[string]string, systems ...System) ([]Loaded, error) {
+	return load(env, true, systems)
 }
 
 // nameRE is the shape of a system name: "payments", "order-history".
@@ -148,18 +160,13 @@ func checkName(name string) string {
 // examples and tools that build clients without env. The rules and the
 // report are those of [Load].
 func LoadCode(systems ...System) ([]Loaded, error) {
-	return load(nil, systems)
+	return load(nil, false, systems)
 }
 
-// load declares and loads systems; environ nil means "code only".
-func load(environ []string, systems []System) ([]Loaded, error) {
-	useEnv := environ != nil
+// load declares and loads systems, reading env unless useEnv is false
+// ("code only"). It is the one path by which values are read.
+func load(env map[string]string, useEnv bool, systems []System) ([]Loaded, error) {
 	var probs []Problem
-	env := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
 
 	// Declare: code first, then OUTBOUND_SYSTEMS.
 	decl := make([]System, 0, len(systems))
@@ -221,7 +228,7 @@ func load(environ []string, systems []System) ([]Loaded, error) {
 	known := make(map[string]bool, len(decl)*len(fieldTable)+1)
 	known[SystemsVar] = true
 	for _, s := range decl {
-		l, ps := loadSystem(v, s, useEnv)
+		l, ps := loadSystem(v, s, env)
 		out = append(out, l)
 		probs = append(probs, ps...)
 		for i := range fieldTable {
@@ -265,32 +272,9 @@ func sourceOfWhere(where string) Source {
 	return FromCode
 }
 
-// rawValue receives a variable's text from envconfig, unparsed, so that
-// every bad value can be reported instead of only the first one.
-type rawValue struct {
-	text string
-	set  bool
-}
-
-// Set implements envconfig.Setter.
-func (r *rawValue) Set(s string) error {
-	r.text, r.set = s, true
-	return nil
-}
-
-// rawSpec is the struct envconfig fills: one rawValue per setting, each
-// field named after its variable suffix (CONNECT_TIMEOUT), so envconfig
-// derives PAYMENTS_CONNECT_TIMEOUT with no "envconfig" tag and therefore
-// never falls back to an unprefixed CONNECT_TIMEOUT.
-var rawSpec = func() reflect.Type {
-	fs := make([]reflect.StructField, len(fieldTable))
-	for i, f := range fieldTable {
-		fs[i] = reflect.StructField{Name: f.suffix, Type: reflect.TypeFor[rawValue]()}
-	}
-	return reflect.StructOf(fs)
-}()
-
-func loadSystem(v *validatorSet, s System, useEnv bool) (Loaded, []Problem) {
+// loadSystem reads the variables of s from env (nil: none), parses them
+// over the system's defaults and validates the result.
+func loadSystem(v *validatorSet, s System, env map[string]string) (Loaded, []Problem) {
 	l := Loaded{Name: s.Name, Prefix: Prefix(s.Name), Client: withDefaults(s.Defaults), defaults: s.Defaults}
 	l.sources = make([]Source, len(fieldTable))
 	l.raw = make([]string, len(fieldTable))
@@ -301,28 +285,20 @@ func loadSystem(v *validatorSet, s System, useEnv bool) (Loaded, []Problem) {
 		}
 	}
 
-	raw := reflect.New(rawSpec)
 	var probs []Problem
-	if !useEnv {
-		// Nothing is read: every rawValue stays unset.
-	} else if err := envconfig.Process(l.Prefix, raw.Interface()); err != nil {
-		// rawValue.Set never fails, so this is a broken spec: report it
-		// rather than hide it.
-		probs = append(probs, Problem{System: s.Name, Var: l.Prefix + "_*", Rule: "envconfig: " + err.Error()})
-	}
 	cv := reflect.ValueOf(&l.Client).Elem()
 	bad := make(map[string]bool)
 	for i := range fieldTable {
 		f := &fieldTable[i]
-		r := raw.Elem().Field(i).Addr().Interface().(*rawValue)
-		if !r.set {
+		text, set := env[l.Prefix+"_"+f.suffix]
+		if !set {
 			continue
 		}
 		l.sources[i] = FromEnv
-		l.raw[i] = redactText(f, r.text)
-		if err := parseInto(cv.Field(f.index), f, r.text); err != "" {
+		l.raw[i] = redactText(f, text)
+		if err := parseInto(cv.Field(f.index), f, text); err != "" {
 			bad[f.goName] = true
-			val := r.text
+			val := text
 			if f.typ == "url" {
 				val = redact.BaseURL(val)
 			} else if f.secret {
