@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strconv"
 	"time"
 )
 
@@ -210,4 +211,24 @@ func (c Client) GoString() string { return c.String() }
 // LogValue makes slog log a Client with BaseURL redacted.
 func (c Client) LogValue() slog.Value {
 	return slog.StringValue(c.String())
+}
+
+// MarshalJSON renders the settings as an object keyed by variable suffix
+// (CONNECT_TIMEOUT), each value spelled as the environment spells it
+// ("2s"), secrets redacted: json.Marshal of a Client, or of anything
+// holding one, never shows credentials.
+func (c Client) MarshalJSON() ([]byte, error) {
+	v := reflect.ValueOf(c)
+	var b []byte
+	b = append(b, '{')
+	for i := range fieldTable {
+		f := &fieldTable[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, f.suffix)
+		b = append(b, ':')
+		b = strconv.AppendQuote(b, f.format(v.Field(f.index)))
+	}
+	return append(b, '}'), nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"github.com/outbound-go/outbound/internal/redact"
 
 	"fmt"
@@ -92,8 +93,21 @@ func (l Loaded) String() string {
 	return fmt.Sprintf("%s (%s_*): %v", l.Name, l.Prefix, l.Client)
 }
 
+// GoString is String, so that %#v does not show credentials either.
+func (l Loaded) GoString() string { return l.String() }
+
 // LogValue makes slog log a Loaded redacted.
 func (l Loaded) LogValue() slog.Value { return slog.StringValue(l.String()) }
+
+// MarshalJSON renders the name, the prefix and the settings, redacted
+// (see [Client.MarshalJSON]).
+func (l Loaded) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Name   string `json:"name"`
+		Prefix string `json:"prefix"`
+		Client Client `json:"client"`
+	}{l.Name, l.Prefix, l.Client})
+}
 
 // SourceOf says where the setting with the given env suffix
 // ("CONNECT_TIMEOUT") came from.
