@@ -3,10 +3,10 @@ package config
 import (
 	"github.com/outbound-go/outbound/internal/redact"
 
-	"fmt"
 	"log/slog"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -197,12 +197,24 @@ func withDefaults(d Client) Client {
 	return out
 }
 
-// String renders the settings with BaseURL redacted, so that printing a
-// Client (%v, %+v) never shows credentials.
+// String renders the settings as {BaseURL:… ConnectTimeout:2s …}, BaseURL
+// redacted and control characters quoted, so that printing a Client (%v,
+// %+v) never shows credentials nor forges a line.
 func (c Client) String() string {
-	c.BaseURL = redact.BaseURL(c.BaseURL)
-	type plain Client // no String method: no recursion
-	return fmt.Sprintf("%+v", plain(c))
+	v := reflect.ValueOf(c)
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range fieldTable {
+		f := &fieldTable[i]
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(f.goName)
+		b.WriteByte(':')
+		b.WriteString(redact.Printable(f.format(v.Field(f.index))))
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // GoString is String, so that %#v does not show credentials either.

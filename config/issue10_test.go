@@ -11,14 +11,14 @@ import (
 // loadEnv loads systems from env alone, the process environment aside.
 func loadEnv(t *testing.T, env map[string]string, systems ...config.System) ([]config.Loaded, []config.Problem, error) {
 	t.Helper()
-	setEnv(t, env)
-	ls, err := config.Load(systems...)
+	ls, err := config.LoadEnv(env, systems...)
 	return ls, problemsOf(t, err), err
 }
 
 // TestIssue10BaseURLPort: a BASE_URL with port 0 or 99999 passed
 // validation, and every call then failed (issue #10, item 12).
 func TestIssue10BaseURLPort(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		url string
 		ok  bool
@@ -32,6 +32,7 @@ func TestIssue10BaseURLPort(t *testing.T) {
 		{"https://[::1]:0/", false},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
+			t.Parallel()
 			_, probs, _ := loadEnv(t, map[string]string{"PAYMENTS_BASE_URL": tc.url}, config.System{Name: "payments"})
 			p, bad := findVar(probs, "PAYMENTS_BASE_URL")
 			if bad == tc.ok {
@@ -49,6 +50,7 @@ func TestIssue10BaseURLPort(t *testing.T) {
 // 9). Every query value of BASE_URL is now redacted in every output, and
 // in request URLs every value whose name is not known to be safe.
 func TestIssue10RedactEveryBaseURLQueryValue(t *testing.T) {
+	t.Parallel()
 	names := []string{"jwt", "bearer", "otp", "hash", "private", "x-amz-credential", "apikey", "state", "nonce"}
 	var q []string
 	var secrets []string
@@ -96,6 +98,7 @@ func TestIssue10RedactEveryBaseURLQueryValue(t *testing.T) {
 // #10, item 10). It is refused now, with a hint to percent-encode, and
 // never echoed.
 func TestIssue10PasswordWithSlash(t *testing.T) {
+	t.Parallel()
 	for _, u := range []string{
 		"https://user:12/secret@payments.internal/v1",
 		"https://user:12?secret@payments.internal/v1",
@@ -104,6 +107,7 @@ func TestIssue10PasswordWithSlash(t *testing.T) {
 		"https://user:pa/secret@payments.internal/v1",
 	} {
 		t.Run(u, func(t *testing.T) {
+			t.Parallel()
 			ls, probs, err := loadEnv(t, map[string]string{"PAYMENTS_BASE_URL": u}, config.System{Name: "payments"})
 			p, ok := findVar(probs, "PAYMENTS_BASE_URL")
 			if !ok {
@@ -121,5 +125,37 @@ func TestIssue10PasswordWithSlash(t *testing.T) {
 	_, probs, _ := loadEnv(t, map[string]string{"PAYMENTS_BASE_URL": "https://registry.npmjs.org/@types"}, config.System{Name: "payments"})
 	if len(probs) != 0 {
 		t.Errorf("an '@' in the path is refused:%s", dump(probs))
+	}
+}
+
+// TestIssue10ControlCharacters: env values were echoed raw, so CR/LF and
+// ANSI escapes in a value forged lines in `outbound check` and in config
+// errors (issue #10, item 11). Every shown value with a control character
+// is quoted now.
+func TestIssue10ControlCharacters(t *testing.T) {
+	t.Parallel()
+	const forged = "\r\nPAYMENTS_FAKE=ok: all good\x1b[2J"
+	env := map[string]string{
+		"PAYMENTS_BASE_URL":         "https://payments.internal/v1" + forged,
+		"PAYMENTS_READ_TIMEOUT":     "5s" + forged,
+		"PAYMENTS_FOLLOW_REDIRECTS": "any" + forged,
+		"PAYMENTS_TLS_CA_FILE":      "/nonexistent" + forged,
+		"PAYMENTS_CONECT_TIMEOUT":   "1s",
+	}
+	ls, probs, err := loadEnv(t, env, config.System{Name: "payments"})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg := err.Error()
+	if strings.ContainsAny(msg, "\r\x1b") {
+		t.Errorf("error holds a CR or an ESC:\n%q", msg)
+	}
+	if got, want := strings.Count(msg, "\n"), len(probs); got != want {
+		t.Errorf("error has %d line breaks, want %d (one per problem):\n%s", got, want, msg)
+	}
+	for _, s := range []string{ls[0].Summary(), ls[0].String(), fmt.Sprintf("%+v", ls[0].Client)} {
+		if strings.ContainsAny(s, "\r\n\x1b") {
+			t.Errorf("output holds a control character:\n%q", s)
+		}
 	}
 }

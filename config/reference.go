@@ -63,7 +63,8 @@ func (l Loaded) Vars() []Var {
 	return out
 }
 
-// Summary is one line of a loaded system's main settings, redacted.
+// Summary is one line of a loaded system's main settings, redacted; a
+// value holding a control character is shown Go-quoted.
 func (l Loaded) Summary() string {
 	c := l.Client
 	var b strings.Builder
@@ -72,9 +73,9 @@ func (l Loaded) Summary() string {
 	if c.BaseURL == "" {
 		b.WriteString("(unset)")
 	} else {
-		b.WriteString(redact.BaseURL(c.BaseURL))
+		b.WriteString(redact.Printable(redact.BaseURL(c.BaseURL)))
 	}
-	kv := func(k, v string) { b.WriteString(" " + k + "=" + v) }
+	kv := func(k, v string) { b.WriteString(" " + k + "=" + redact.Printable(v)) }
 	kv("connect", formatDuration(c.ConnectTimeout))
 	kv("tls", formatDuration(c.TLSHandshakeTimeout))
 	kv("read", formatDuration(c.ReadTimeout))

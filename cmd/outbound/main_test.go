@@ -526,3 +526,19 @@ func TestBinary(t *testing.T) {
 		})
 	}
 }
+
+// TestIssue10CheckEscapesControlCharacters: a CR/LF in a value forged an
+// "ok" line in `outbound check` (issue #10, item 11).
+func TestIssue10CheckEscapesControlCharacters(t *testing.T) {
+	cleanEnv(t, config.SystemsVar, "payments",
+		"PAYMENTS_BASE_URL", "https://pay.internal/v1\nok   inventory all good\x1b[2J",
+		"PAYMENTS_FOLLOW_REDIRECTS", "any\r\nok   forged",
+	)
+	code, out, _ := runOut(t, "check")
+	if code != exitInvalid {
+		t.Errorf("exit %d, want %d", code, exitInvalid)
+	}
+	if strings.Contains(out, "\nok   ") || strings.ContainsAny(out, "\r\x1b") {
+		t.Errorf("a value forged a line or holds an escape:\n%q", out)
+	}
+}
