@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"github.com/outbound-go/outbound/internal/redact"
+	"slices"
 
 	"fmt"
 	"log/slog"
@@ -55,7 +56,14 @@ type Loaded struct {
 	defaults Client   // System.Defaults, for Vars
 	valid    bool     // Load found no problem with this system
 	checked  Client   // the settings Load validated
+	ignored  []string // variables under Prefix that are not outbound's
 }
+
+// Ignored returns the variables under the system's prefix that Load left
+// alone because they are not outbound's (an SDK's STRIPE_SECRET_KEY, a
+// Kubernetes PAYMENTS_SERVICE_HOST), sorted. A near miss of a setting's
+// name is a problem instead. Values are never kept.
+func (l Loaded) Ignored() []string { return slices.Clone(l.ignored) }
 
 // Valid reports whether [Load] loaded this system and found no problem
 // with it. A Loaded built by hand, or one Load reported problems for, is
@@ -249,7 +257,11 @@ func load(env map[string]string, useEnv bool, systems []System) ([]Loaded, error
 			known[l.Prefix+"_"+fieldTable[i].suffix] = true
 		}
 	}
-	probs = append(probs, unknownVars(env, known, byPrefix)...)
+	typos, ignored := unknownVars(env, known, byPrefix)
+	probs = append(probs, typos...)
+	for i := range out {
+		out[i].ignored = ignored[out[i].Name]
+	}
 	bad := make(map[string]bool)
 	for _, p := range probs {
 		bad[p.System] = true
