@@ -242,25 +242,26 @@ func TestCrossRules(t *testing.T) {
 	cert, key := tlsFiles(t)
 	runRuleCases(t, []ruleCase{
 		{name: "connect == read", env: map[string]string{"CONNECT_TIMEOUT": "5s", "READ_TIMEOUT": "5s", "CALL_TIMEOUT": "11s"},
-			wantVar: "CONNECT_TIMEOUT", wantRule: "must be < READ_TIMEOUT (= 5s)", exact: "PAYMENTS_CONNECT_TIMEOUT=5s: must be < READ_TIMEOUT (= 5s)"},
+			wantVar: "CONNECT_TIMEOUT", wantRule: "must be < READ_TIMEOUT (= 5s, env)", exact: "PAYMENTS_CONNECT_TIMEOUT=5s: must be < READ_TIMEOUT (= 5s, env)"},
 		{name: "connect > read", env: map[string]string{"CONNECT_TIMEOUT": "6s", "READ_TIMEOUT": "5s", "CALL_TIMEOUT": "12s"},
-			wantVar: "CONNECT_TIMEOUT", wantRule: "must be < READ_TIMEOUT (= 5s)"},
+			wantVar: "CONNECT_TIMEOUT", wantRule: "must be < READ_TIMEOUT (= 5s, env)"},
 		{name: "connect > baseline read", env: map[string]string{"CONNECT_TIMEOUT": "11s", "CALL_TIMEOUT": "30s"},
-			wantVar: "CONNECT_TIMEOUT", wantRule: "must be < READ_TIMEOUT (= 10s)"},
+			wantVar: "CONNECT_TIMEOUT", wantRule: "must be < READ_TIMEOUT (= 10s, baseline default)"},
 		{name: "call < connect+read+1s", env: map[string]string{"CONNECT_TIMEOUT": "2s", "READ_TIMEOUT": "5s", "CALL_TIMEOUT": "3s"},
-			wantVar: "CALL_TIMEOUT", exact: "PAYMENTS_CALL_TIMEOUT=3s: must be >= CONNECT_TIMEOUT + READ_TIMEOUT + 1s (= 8s)"},
+			wantVar: "CALL_TIMEOUT", exact: "PAYMENTS_CALL_TIMEOUT=3s: must be >= CONNECT_TIMEOUT + READ_TIMEOUT + 1s (= 8s; CONNECT_TIMEOUT = 2s, env; READ_TIMEOUT = 5s, env)"},
 		{name: "call one ns short", env: map[string]string{"CONNECT_TIMEOUT": "2s", "READ_TIMEOUT": "5s", "CALL_TIMEOUT": "7999999999ns"},
-			wantVar: "CALL_TIMEOUT", wantRule: "(= 8s)"},
+			wantVar: "CALL_TIMEOUT", wantRule: "(= 8s;"},
+		// Issue #10, item 15: reported on the variable that was set.
 		{name: "baseline call < env read", env: map[string]string{"READ_TIMEOUT": "30s"},
-			wantVar: "CALL_TIMEOUT", exact: "PAYMENTS_CALL_TIMEOUT=15s (baseline default): must be >= CONNECT_TIMEOUT + READ_TIMEOUT + 1s (= 33s)"},
+			wantVar: "READ_TIMEOUT", exact: "PAYMENTS_READ_TIMEOUT=30s: must be <= CALL_TIMEOUT - CONNECT_TIMEOUT - 1s (= 12s; CALL_TIMEOUT = 15s, baseline default; CONNECT_TIMEOUT = 2s, baseline default)"},
 		{name: "tls > read", env: map[string]string{"TLS_HANDSHAKE_TIMEOUT": "6s", "READ_TIMEOUT": "5s"},
-			wantVar: "TLS_HANDSHAKE_TIMEOUT", exact: "PAYMENTS_TLS_HANDSHAKE_TIMEOUT=6s: must be <= READ_TIMEOUT (= 5s)"},
+			wantVar: "TLS_HANDSHAKE_TIMEOUT", exact: "PAYMENTS_TLS_HANDSHAKE_TIMEOUT=6s: must be <= READ_TIMEOUT (= 5s, env)"},
 		{name: "backoff base > max", env: map[string]string{"BACKOFF_BASE": "3s", "BACKOFF_MAX": "2s"},
-			wantVar: "BACKOFF_BASE", exact: "PAYMENTS_BACKOFF_BASE=3s: must be <= BACKOFF_MAX (= 2s)"},
+			wantVar: "BACKOFF_BASE", exact: "PAYMENTS_BACKOFF_BASE=3s: must be <= BACKOFF_MAX (= 2s, env)"},
 		{name: "bulkhead wait == call", env: map[string]string{"BULKHEAD_MAX_WAIT": "15s"},
-			wantVar: "BULKHEAD_MAX_WAIT", exact: "PAYMENTS_BULKHEAD_MAX_WAIT=15s: must be < CALL_TIMEOUT (= 15s)"},
+			wantVar: "BULKHEAD_MAX_WAIT", exact: "PAYMENTS_BULKHEAD_MAX_WAIT=15s: must be < CALL_TIMEOUT (= 15s, baseline default)"},
 		{name: "bulkhead wait > call", env: map[string]string{"BULKHEAD_MAX_WAIT": "20s", "CALL_TIMEOUT": "16s"},
-			wantVar: "BULKHEAD_MAX_WAIT", wantRule: "must be < CALL_TIMEOUT (= 16s)"},
+			wantVar: "BULKHEAD_MAX_WAIT", wantRule: "must be < CALL_TIMEOUT (= 16s, env)"},
 		{name: "ca only without ca file", env: map[string]string{"TLS_CA_ONLY": "true"},
 			wantVar: "TLS_CA_ONLY", exact: "PAYMENTS_TLS_CA_ONLY=true: needs TLS_CA_FILE: there is no CA bundle to trust alone"},
 		{name: "cert without key", env: map[string]string{"TLS_CERT_FILE": cert},
@@ -576,7 +577,7 @@ func TestErrorsAsIs(t *testing.T) {
 	if !errors.As(err, &p) || p.Var != "PAYMENTS_CALL_TIMEOUT" {
 		t.Errorf("errors.As(Problem) = %v", p)
 	}
-	if want := "outbound config: 1 problem\n  PAYMENTS_CALL_TIMEOUT=3s: must be >= CONNECT_TIMEOUT + READ_TIMEOUT + 1s (= 8s)"; err.Error() != want {
+	if want := "outbound config: 1 problem\n  PAYMENTS_CALL_TIMEOUT=3s: must be >= CONNECT_TIMEOUT + READ_TIMEOUT + 1s (= 8s; CONNECT_TIMEOUT = 2s, baseline default; READ_TIMEOUT = 5s, env)"; err.Error() != want {
 		t.Errorf("got  %q\nwant %q", err.Error(), want)
 	}
 	// Load returns the system alongside the error, with the values it read.

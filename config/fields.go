@@ -17,7 +17,22 @@ type field struct {
 	typ    string       // duration, int, float, bool, string, url
 	secret bool
 	desc   string
-	rule   string
+	rules  []tagRule // the validate tag, in order
+	why    tagRule   // why:"tag:text": text added to the message of that tag
+	file   string    // file:"ca", "cert" or "key": a TLS file, checked when read
+}
+
+// tagRule is one tag=param of a validate tag.
+type tagRule struct{ tag, param string }
+
+// param returns the parameter of f's rule tag, or "".
+func (f *field) param(tag string) string {
+	for _, r := range f.rules {
+		if r.tag == tag {
+			return r.param
+		}
+	}
+	return ""
 }
 
 // fieldTable is derived once from Client's tags and never changes.
@@ -55,7 +70,17 @@ func buildFields() []field {
 			kind:   sf.Type.Kind(),
 			secret: sf.Tag.Get("secret") != "",
 			desc:   sf.Tag.Get("desc"),
-			rule:   sf.Tag.Get("rule"),
+			file:   sf.Tag.Get("file"),
+		}
+		if v := sf.Tag.Get("validate"); v != "" {
+			for part := range strings.SplitSeq(v, ",") {
+				tag, param, _ := strings.Cut(part, "=")
+				f.rules = append(f.rules, tagRule{tag, param})
+			}
+		}
+		if w := sf.Tag.Get("why"); w != "" {
+			tag, text, _ := strings.Cut(w, ":")
+			f.why = tagRule{tag, text}
 		}
 		switch {
 		case sf.Type == durationType:

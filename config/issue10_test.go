@@ -2,8 +2,10 @@ package config_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbound-go/outbound/config"
 )
@@ -157,5 +159,51 @@ func TestIssue10ControlCharacters(t *testing.T) {
 		if strings.ContainsAny(s, "\r\n\x1b") {
 			t.Errorf("output holds a control character:\n%q", s)
 		}
+	}
+}
+
+// TestIssue10CrossRuleBlamesTheSetVariable: READ_TIMEOUT=1ns was reported
+// on CONNECT_TIMEOUT, still at its baseline (issue #10, item 15). The
+// problem now names the variable that was set and shows the other side
+// of the rule with its value and source.
+func TestIssue10CrossRuleBlamesTheSetVariable(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		env      map[string]string
+		defaults config.Client
+		want     []string // Problem.Error(), in order
+	}{
+		{"read 1ns", map[string]string{"READ_TIMEOUT": "1ns"}, config.Client{}, []string{
+			"PAYMENTS_READ_TIMEOUT=1ns: must be > CONNECT_TIMEOUT (= 2s, baseline default)",
+			"PAYMENTS_READ_TIMEOUT=1ns: must be >= TLS_HANDSHAKE_TIMEOUT (= 3s, baseline default)",
+		}},
+		{"backoff max below the code's base", map[string]string{"BACKOFF_MAX": "50ms"}, config.Client{BackoffBase: 200 * time.Millisecond}, []string{
+			"PAYMENTS_BACKOFF_MAX=50ms: must be >= BACKOFF_BASE (= 200ms, code default)",
+		}},
+		{"call below baseline connect + env read", map[string]string{"CALL_TIMEOUT": "5s", "READ_TIMEOUT": "5s"}, config.Client{}, []string{
+			"PAYMENTS_CALL_TIMEOUT=5s: must be >= CONNECT_TIMEOUT + READ_TIMEOUT + 1s (= 8s; CONNECT_TIMEOUT = 2s, baseline default; READ_TIMEOUT = 5s, env)",
+		}},
+		{"connect from env beyond the baseline call", map[string]string{"CONNECT_TIMEOUT": "9s", "READ_TIMEOUT": "9500ms"}, config.Client{}, []string{
+			"PAYMENTS_READ_TIMEOUT=9500ms: must be <= CALL_TIMEOUT - CONNECT_TIMEOUT - 1s (= 5s; CALL_TIMEOUT = 15s, baseline default; CONNECT_TIMEOUT = 9s, env)",
+		}},
+		{"both baseline sides: the field with the tag", map[string]string{"CALL_TIMEOUT": "20s", "BULKHEAD_MAX_WAIT": "20s"}, config.Client{}, []string{
+			"PAYMENTS_BULKHEAD_MAX_WAIT=20s: must be < CALL_TIMEOUT (= 20s, env)",
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := prefixed("PAYMENTS", tc.env)
+			env["PAYMENTS_BASE_URL"] = goodURL
+			_, probs, _ := loadEnv(t, env, config.System{Name: "payments", Defaults: tc.defaults})
+			var got []string
+			for _, p := range probs {
+				got = append(got, p.Error())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got:\n\t%s\nwant:\n\t%s", strings.Join(got, "\n\t"), strings.Join(tc.want, "\n\t"))
+			}
+		})
 	}
 }

@@ -246,11 +246,10 @@ func load(env map[string]string, useEnv bool, systems []System) ([]Loaded, error
 	}
 
 	out := make([]Loaded, 0, len(decl))
-	v := newValidator()
 	known := make(map[string]bool, len(decl)*len(fieldTable)+1)
 	known[SystemsVar] = true
 	for _, s := range decl {
-		l, ps := loadSystem(v, s, env)
+		l, ps := loadSystem(s, env)
 		out = append(out, l)
 		probs = append(probs, ps...)
 		for i := range fieldTable {
@@ -300,7 +299,7 @@ func sourceOfWhere(where string) Source {
 
 // loadSystem reads the variables of s from env (nil: none), parses them
 // over the system's defaults and validates the result.
-func loadSystem(v *validatorSet, s System, env map[string]string) (Loaded, []Problem) {
+func loadSystem(s System, env map[string]string) (Loaded, []Problem) {
 	l := Loaded{Name: s.Name, Prefix: Prefix(s.Name), Client: withDefaults(s.Defaults), defaults: s.Defaults}
 	l.sources = make([]Source, len(fieldTable))
 	l.raw = make([]string, len(fieldTable))
@@ -333,7 +332,7 @@ func loadSystem(v *validatorSet, s System, env map[string]string) (Loaded, []Pro
 			probs = append(probs, Problem{System: s.Name, Var: l.Prefix + "_" + f.suffix, Value: val, Source: FromEnv, Rule: err})
 		}
 	}
-	probs = append(probs, v.check(&l, bad)...)
+	probs = append(probs, check(&l, bad)...)
 	// The TLS files are read now, so a missing file, a key that does not
 	// match its certificate or an expired certificate joins this report.
 	tlsProbs, _ := checkTLSFiles(&l, bad, time.Now())
@@ -351,7 +350,7 @@ func Revalidate(l Loaded) (Loaded, error) {
 			Rule: "settings not loaded by config.Load or config.LoadCode"}}}
 	}
 	l.raw = make([]string, len(fieldTable)) // the environment's text no longer applies
-	probs := newValidator().check(&l, nil)
+	probs := check(&l, nil)
 	tlsProbs, _ := checkTLSFiles(&l, nil, time.Now())
 	probs = append(probs, tlsProbs...)
 	l.valid, l.checked = len(probs) == 0, l.Client

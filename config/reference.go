@@ -41,7 +41,7 @@ func Reference(systems ...System) []Var {
 				Setting:     f.goName,
 				Type:        f.typ,
 				Default:     f.format(d.Field(f.index)),
-				Rule:        f.rule,
+				Rule:        ruleDoc(f),
 				Description: f.desc,
 				Secret:      f.secret,
 			})

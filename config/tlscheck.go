@@ -14,6 +14,14 @@ import (
 	"time"
 )
 
+// fileDoc states, for the reference, what each kind of TLS file (the file
+// tag of its field) must be; checkTLSFiles checks it.
+var fileDoc = map[string]string{
+	"ca":   "readable PEM file with at least one certificate",
+	"cert": "readable PEM certificate, valid now",
+	"key":  "readable PEM private key of the certificate",
+}
+
 // CertExpiryWarning is how close to its expiry (NotAfter) a client
 // certificate makes [Loaded.Warnings] warn.
 const CertExpiryWarning = 14 * 24 * time.Hour
