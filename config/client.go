@@ -35,7 +35,7 @@ type Client struct {
 	// ReadTimeout bounds the wait for the response headers once the
 	// request is written (Transport.ResponseHeaderTimeout). Baseline 10s,
 	// a fast API; 30s for heavy ones; never more than 60s.
-	ReadTimeout time.Duration `env:"READ_TIMEOUT" validate:"gt=0,lte=60s" desc:"bound on the wait for response headers" why:"lte:a synchronous call should not wait longer for its response; make the call asynchronous (202 Accepted + polling)"`
+	ReadTimeout time.Duration `env:"READ_TIMEOUT" validate:"gt=0,lte=60s" desc:"bound on the wait for response headers; a longer wait is a job for an asynchronous call (202 + polling)" why:"lte:a synchronous call should not wait longer for its response; make the call asynchronous (202 Accepted + polling)"`
 
 	// CallTimeout bounds the whole call, retries and body read included,
 	// like http.Client.Timeout. A shorter caller deadline always wins.
