@@ -57,8 +57,9 @@ type Client struct {
 	BulkheadMaxWait time.Duration `env:"BULKHEAD_MAX_WAIT" validate:"gte=0,ltfield=CallTimeout" desc:"how long a call waits for a bulkhead slot; 0 rejects at once"`
 
 	// Retries is the number of retries after the first attempt, for
-	// requests that are safe to replay. Baseline 2. In [System].Defaults,
-	// 0 means "take the baseline": write [None] to mean no retries.
+	// requests that are safe to replay. Baseline 2. For a system that
+	// never retries, start its [System].Defaults from [Baseline] and set
+	// Retries to 0.
 	Retries int `env:"RETRIES" validate:"min=0,max=10" desc:"retries after the first attempt (idempotent requests only)"`
 
 	// BackoffBase is the first retry's backoff ceiling; it doubles per
@@ -112,7 +113,6 @@ type Client struct {
 	FollowRedirects string `env:"FOLLOW_REDIRECTS" validate:"oneof=none same-host any" desc:"redirect policy: none, same-host or any"`
 
 	// MaxRedirects caps the redirects followed in one call. Baseline 3.
-	// In [System].Defaults, write [None] to mean zero.
 	MaxRedirects int `env:"MAX_REDIRECTS" validate:"min=0,max=20" desc:"redirects followed in one call at most"`
 
 	// TLSCAFile is a PEM bundle of CAs trusted in addition to the system
@@ -134,17 +134,22 @@ type Client struct {
 	// TLSMinVersion is the lowest TLS version accepted: "1.2" (baseline)
 	// or "1.3".
 	TLSMinVersion string `env:"TLS_MIN_VERSION" validate:"oneof=1.2 1.3" desc:"lowest TLS version accepted"`
+
+	// whole is set by [Baseline]: a Client that starts from it is taken
+	// whole as [System].Defaults, zero fields included.
+	whole bool
 }
 
-// None, written in a [System].Defaults field where 0 is meaningful
-// (Retries, MaxRedirects), means 0. A plain 0 there means "take the
-// baseline", as it does for every other field.
-const None = -1
-
 // Baseline returns the settings every system starts from. Deviations are
-// declared per system in [System].Defaults, with a comment saying why.
+// declared per system in [System].Defaults, with a comment saying why;
+// start from Baseline to write any value, zero included:
+//
+//	d := config.Baseline()
+//	d.Retries = 0 // payments: a POST is never replayed
+//	config.System{Name: "payments", Defaults: d}
 func Baseline() Client {
 	return Client{
+		whole:                 true,
 		ConnectTimeout:        2 * time.Second,
 		TLSHandshakeTimeout:   3 * time.Second,
 		ReadTimeout:           10 * time.Second,
@@ -170,8 +175,13 @@ func Baseline() Client {
 }
 
 // System declares one external system: its name and the defaults it uses
-// where its environment says nothing. Zero fields of Defaults take the
-// [Baseline]; see [None].
+// where its environment says nothing.
+//
+// Defaults built from [Baseline] are taken whole: every field is what it
+// says, 0 included (Retries: 0 means no retries). A Client written as a
+// literal (config.Client{ConnectTimeout: 5 * time.Second}) is laid over
+// the baseline field by field instead: its zero fields take the baseline,
+// so it cannot say 0. The zero Defaults is the baseline.
 type System struct {
 	// Name is lower case letters, digits, '-' and '_', starting with a
 	// letter, at most 63 bytes. The prefix of its variables is the name in
@@ -181,23 +191,31 @@ type System struct {
 	Defaults Client
 }
 
-// withDefaults returns the baseline with every non-zero field of d laid
-// over it; [None] turns into 0.
+// withDefaults returns the settings a system starts from: d itself when
+// it was built from [Baseline], otherwise the baseline with every
+// non-zero field of d laid over it.
 func withDefaults(d Client) Client {
+	if d.whole {
+		return d
+	}
 	out := Baseline()
 	ov, dv := reflect.ValueOf(&out).Elem(), reflect.ValueOf(d)
-	for i := range dv.NumField() {
-		f := dv.Field(i)
-		if f.IsZero() {
-			continue
+	for i := range fieldTable {
+		if f := dv.Field(fieldTable[i].index); !f.IsZero() {
+			ov.Field(fieldTable[i].index).Set(f)
 		}
-		if f.Kind() == reflect.Int && f.Int() == None {
-			ov.Field(i).SetInt(0)
-			continue
-		}
-		ov.Field(i).Set(f)
 	}
 	return out
+}
+
+// setInCode reports whether d, a System.Defaults, sets field i: differs
+// from the baseline when built from it, is non-zero otherwise.
+func setInCode(d Client, i int) bool {
+	dv := reflect.ValueOf(d).Field(i)
+	if d.whole {
+		return !dv.Equal(reflect.ValueOf(Baseline()).Field(i))
+	}
+	return !dv.IsZero()
 }
 
 // String renders the settings as {BaseURL:… ConnectTimeout:2s …}, BaseURL

@@ -63,6 +63,9 @@ func buildFields() []field {
 	out := make([]field, 0, t.NumField())
 	for i := range t.NumField() {
 		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
 		f := field{
 			index:  i,
 			goName: sf.Name,

@@ -303,9 +303,8 @@ func loadSystem(s System, env map[string]string) (Loaded, []Problem) {
 	l := Loaded{Name: s.Name, Prefix: Prefix(s.Name), Client: withDefaults(s.Defaults), defaults: s.Defaults}
 	l.sources = make([]Source, len(fieldTable))
 	l.raw = make([]string, len(fieldTable))
-	dv := reflect.ValueOf(s.Defaults)
 	for i := range fieldTable {
-		if !dv.Field(i).IsZero() {
+		if setInCode(s.Defaults, fieldTable[i].index) {
 			l.sources[i] = FromCode
 		}
 	}
