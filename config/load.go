@@ -57,6 +57,7 @@ type Loaded struct {
 	valid    bool     // Load found no problem with this system
 	checked  Client   // the settings Load validated
 	ignored  []string // variables under Prefix that are not outbound's
+	tls      tlsState // what Load read from the TLS files
 }
 
 // Ignored returns the variables under the system's prefix that Load left
@@ -334,7 +335,8 @@ func loadSystem(s System, env map[string]string) (Loaded, []Problem) {
 	probs = append(probs, check(&l, bad)...)
 	// The TLS files are read now, so a missing file, a key that does not
 	// match its certificate or an expired certificate joins this report.
-	tlsProbs, _ := checkTLSFiles(&l, bad, time.Now())
+	tlsProbs, warns, files := checkTLSFiles(&l, bad, time.Now())
+	l.tls = tlsState{read: true, files: files, warns: warns}
 	probs = append(probs, tlsProbs...)
 	return l, probs
 }
@@ -350,7 +352,8 @@ func Revalidate(l Loaded) (Loaded, error) {
 	}
 	l.raw = make([]string, len(fieldTable)) // the environment's text no longer applies
 	probs := check(&l, nil)
-	tlsProbs, _ := checkTLSFiles(&l, nil, time.Now())
+	tlsProbs, warns, files := checkTLSFiles(&l, nil, time.Now())
+	l.tls = tlsState{read: true, files: files, warns: warns}
 	probs = append(probs, tlsProbs...)
 	l.valid, l.checked = len(probs) == 0, l.Client
 	if len(probs) > 0 {
