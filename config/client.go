@@ -208,14 +208,21 @@ func withDefaults(d Client) Client {
 	return out
 }
 
-// setInCode reports whether d, a System.Defaults, sets field i: differs
-// from the baseline when built from it, is non-zero otherwise.
-func setInCode(d Client, i int) bool {
-	dv := reflect.ValueOf(d).Field(i)
+// codeSources marks in sources (by field table index) the fields that
+// d, a System.Defaults, sets: those that differ from the baseline when d
+// was built from it, the non-zero ones otherwise.
+func codeSources(d Client, sources []Source) {
+	dv := reflect.ValueOf(&d).Elem()
+	ref := Client{} // a literal sets what is not zero
 	if d.whole {
-		return !dv.Equal(reflect.ValueOf(Baseline()).Field(i))
+		ref = Baseline() // a whole Defaults sets what is not the baseline
 	}
-	return !dv.IsZero()
+	rv := reflect.ValueOf(&ref).Elem()
+	for i := range fieldTable {
+		if j := fieldTable[i].index; !dv.Field(j).Equal(rv.Field(j)) {
+			sources[i] = FromCode
+		}
+	}
 }
 
 // String renders the settings as {BaseURL:… ConnectTimeout:2s …}, BaseURL

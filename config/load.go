@@ -247,17 +247,12 @@ func load(env map[string]string, useEnv bool, systems []System) ([]Loaded, error
 	}
 
 	out := make([]Loaded, 0, len(decl))
-	known := make(map[string]bool, len(decl)*len(fieldTable)+1)
-	known[SystemsVar] = true
 	for _, s := range decl {
 		l, ps := loadSystem(s, env)
 		out = append(out, l)
 		probs = append(probs, ps...)
-		for i := range fieldTable {
-			known[l.Prefix+"_"+fieldTable[i].suffix] = true
-		}
 	}
-	typos, ignored := unknownVars(env, known, byPrefix)
+	typos, ignored := unknownVars(env, byPrefix)
 	probs = append(probs, typos...)
 	for i := range out {
 		out[i].ignored = ignored[out[i].Name]
@@ -304,11 +299,7 @@ func loadSystem(s System, env map[string]string) (Loaded, []Problem) {
 	l := Loaded{Name: s.Name, Prefix: Prefix(s.Name), Client: withDefaults(s.Defaults), defaults: s.Defaults}
 	l.sources = make([]Source, len(fieldTable))
 	l.raw = make([]string, len(fieldTable))
-	for i := range fieldTable {
-		if setInCode(s.Defaults, fieldTable[i].index) {
-			l.sources[i] = FromCode
-		}
-	}
+	codeSources(s.Defaults, l.sources)
 
 	var probs []Problem
 	cv := reflect.ValueOf(&l.Client).Elem()

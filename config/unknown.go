@@ -16,16 +16,18 @@ import (
 // do the ones Kubernetes injects for Services (PAYMENTS_SERVICE_HOST).
 // Those are returned in ignored, by system name, sorted; their values are
 // never looked at.
-func unknownVars(env map[string]string, known map[string]bool, byPrefix map[string]string) (probs []Problem, ignored map[string][]string) {
+func unknownVars(env map[string]string, byPrefix map[string]string) (probs []Problem, ignored map[string][]string) {
+next:
 	for k := range env {
-		if known[k] {
-			continue
-		}
-		// The longest declared prefix wins: with systems "payments" and
+		// A setting of any declared system is known. Otherwise the
+		// longest declared prefix wins: with systems "payments" and
 		// "payments-eu", PAYMENTS_EU_X belongs to payments-eu.
 		name, prefix := "", ""
 		for i := strings.IndexByte(k, '_'); i >= 0; {
 			if n, ok := byPrefix[k[:i]]; ok {
+				if _, known := fieldBySuffix[k[i+1:]]; known {
+					continue next
+				}
 				name, prefix = n, k[:i]
 			}
 			j := strings.IndexByte(k[i+1:], '_')
