@@ -9,14 +9,24 @@
 // environment. Systems are declared in code, in OUTBOUND_SYSTEMS
 // ("payments,inventory"), or both.
 //
-// Loading uses github.com/kelseyhightower/envconfig to name and look up
-// the variables and github.com/go-playground/validator/v10 to check them.
-// Unlike envconfig.Process, [Load] does not stop at the first bad value: it
-// collects every problem of every field of every system (values that do not
-// parse, rules that are broken, variables that match no field) into one
-// [*Error], so a pod with a bad environment stops at start with one report
-// that names every bad variable. Secrets (URL userinfo, token-like query
-// parameters) are redacted in every message.
+// Values are checked with github.com/go-playground/validator/v10 and read
+// by this package, not by github.com/kelseyhightower/envconfig, for three
+// reasons. envconfig.Process stops at the first value that does not parse
+// (and its ParseError has no Unwrap), where [Load] must name every bad
+// variable of every system in one report. It reads only the process
+// environment, through its own lookup, so a load could not be given an
+// environment ([LoadEnv]) and tests would have to serialise on t.Setenv.
+// And it fills typed fields without saying which came from the
+// environment, which every report shows ("(baseline default)"). What it
+// would add, the name PREFIX_SUFFIX, is a concatenation here. So one loop
+// (loadSystem) reads each PREFIX_SUFFIX from the given environment,
+// parses it with the standard library (time.ParseDuration,
+// strconv.ParseInt, ...) and records its source; validator/v10 then checks
+// the struct. [Load] collects every problem of every field of every system
+// (values that do not parse, rules that are broken, likely typos of a
+// setting's name) into one [*Error], so a pod with a bad environment stops
+// at start with one report that names every bad variable. Secrets (URL
+// userinfo, every query value of BASE_URL) are redacted in every message.
 //
 // The timeout rules are strict: every timeout is > 0 (zero would mean
 // "never time out"), connect < read < call, call >= connect + read + 1s,

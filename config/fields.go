@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/outbound-go/outbound/internal/redact"
+
 	"reflect"
 	"strings"
 	"time"
@@ -15,7 +17,22 @@ type field struct {
 	typ    string       // duration, int, float, bool, string, url
 	secret bool
 	desc   string
-	rule   string
+	rules  []tagRule // the validate tag, in order
+	why    tagRule   // why:"tag:text": text added to the message of that tag
+	file   string    // file:"ca", "cert" or "key": a TLS file, checked when read
+}
+
+// tagRule is one tag=param of a validate tag.
+type tagRule struct{ tag, param string }
+
+// param returns the parameter of f's rule tag, or "".
+func (f *field) param(tag string) string {
+	for _, r := range f.rules {
+		if r.tag == tag {
+			return r.param
+		}
+	}
+	return ""
 }
 
 // fieldTable is derived once from Client's tags and never changes.
@@ -46,6 +63,9 @@ func buildFields() []field {
 	out := make([]field, 0, t.NumField())
 	for i := range t.NumField() {
 		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
 		f := field{
 			index:  i,
 			goName: sf.Name,
@@ -53,7 +73,17 @@ func buildFields() []field {
 			kind:   sf.Type.Kind(),
 			secret: sf.Tag.Get("secret") != "",
 			desc:   sf.Tag.Get("desc"),
-			rule:   sf.Tag.Get("rule"),
+			file:   sf.Tag.Get("file"),
+		}
+		if v := sf.Tag.Get("validate"); v != "" {
+			for part := range strings.SplitSeq(v, ",") {
+				tag, param, _ := strings.Cut(part, "=")
+				f.rules = append(f.rules, tagRule{tag, param})
+			}
+		}
+		if w := sf.Tag.Get("why"); w != "" {
+			tag, text, _ := strings.Cut(w, ":")
+			f.why = tagRule{tag, text}
 		}
 		switch {
 		case sf.Type == durationType:
@@ -80,7 +110,7 @@ func (f *field) format(v reflect.Value) string {
 	case "duration":
 		return formatDuration(time.Duration(v.Int()))
 	case "url":
-		return RedactURL(v.String())
+		return redact.BaseURL(v.String())
 	}
 	s := formatValue(v)
 	if f.secret && s != "" {

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/outbound-go/outbound/internal/redact"
+
 	"reflect"
 	"strconv"
 	"strings"
@@ -39,7 +41,7 @@ func Reference(systems ...System) []Var {
 				Setting:     f.goName,
 				Type:        f.typ,
 				Default:     f.format(d.Field(f.index)),
-				Rule:        f.rule,
+				Rule:        ruleDoc(f),
 				Description: f.desc,
 				Secret:      f.secret,
 			})
@@ -61,7 +63,8 @@ func (l Loaded) Vars() []Var {
 	return out
 }
 
-// Summary is one line of a loaded system's main settings, redacted.
+// Summary is one line of a loaded system's main settings, redacted; a
+// value holding a control character is shown Go-quoted.
 func (l Loaded) Summary() string {
 	c := l.Client
 	var b strings.Builder
@@ -70,9 +73,9 @@ func (l Loaded) Summary() string {
 	if c.BaseURL == "" {
 		b.WriteString("(unset)")
 	} else {
-		b.WriteString(RedactURL(c.BaseURL))
+		b.WriteString(redact.Printable(redact.BaseURL(c.BaseURL)))
 	}
-	kv := func(k, v string) { b.WriteString(" " + k + "=" + v) }
+	kv := func(k, v string) { b.WriteString(" " + k + "=" + redact.Printable(v)) }
 	kv("connect", formatDuration(c.ConnectTimeout))
 	kv("tls", formatDuration(c.TLSHandshakeTimeout))
 	kv("read", formatDuration(c.ReadTimeout))
