@@ -110,7 +110,7 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 			cause := fmt.Errorf("retry in %v would pass the call's deadline (%v left): %w",
 				wait.Round(time.Millisecond), time.Until(dl).Round(time.Millisecond), context.DeadlineExceeded)
 			if err == nil {
-				drainClose(resp.Body)
+				drainClose(resp)
 				return nil, c.fail(req, OpStatus, n, status, fmt.Errorf("%w; last status %d", cause, status), start)
 			}
 			return nil, c.fail(req, op, n, 0, errors.Join(err, cause), start)
@@ -125,7 +125,7 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 				Err: errors.Join(err, ErrRetryBudget)}, n, OutcomeRetryBudget, start)
 		}
 		if err == nil {
-			drainClose(resp.Body)
+			drainClose(resp)
 			lastErr = fmt.Errorf("status %d", status)
 		} else {
 			lastErr = err

@@ -249,7 +249,7 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 		return resp, nil
 	}
 	b.rc = resp.Body
-	b.small = resp.ContentLength >= 0 && resp.ContentLength <= maxDrain
+	b.length = resp.ContentLength
 	resp.Body = b
 	return resp, nil
 }

@@ -1,27 +1,21 @@
 package registry
 
 import (
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/outbound-go/outbound/internal/drain"
 )
 
-// maxDrain is how much of a response body is read before it is closed, so
-// that its connection can go back to the pool. A longer body costs its
-// connection instead.
-const maxDrain = 256 << 10
-
-// drainClose reads up to maxDrain bytes of body and closes it.
-func drainClose(body io.ReadCloser) {
-	if body == nil {
-		return
-	}
-	_, _ = io.CopyN(io.Discard, body, maxDrain)
-	_ = body.Close()
+// drainClose drains resp's body within drain's size and time bounds and
+// closes it, so that its connection can go back to the pool before a
+// retry; a body that stalls costs its connection, not the call's time.
+func drainClose(resp *http.Response) {
+	_ = drain.Close(resp.Body, resp.ContentLength, nil)
 }
 
 // retryableStatus reports whether a status is temporary: 408, 429, 500,
