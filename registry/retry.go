@@ -1,9 +1,9 @@
 package registry
 
 import (
+	"math"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -67,9 +67,21 @@ func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 		return 0, false
 	}
 	if v[0] >= '0' && v[0] <= '9' {
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil {
-			return 0, false
+		// delay-seconds is 1*DIGIT with no upper bound: a value too
+		// large for a Duration is the longest Duration, still a valid
+		// hint (longer than any RETRY_AFTER_MAX).
+		const maxSec = int64(math.MaxInt64 / time.Second)
+		var n int64
+		for i := 0; i < len(v); i++ {
+			if v[i] < '0' || v[i] > '9' {
+				return 0, false
+			}
+			if n = n*10 + int64(v[i]-'0'); n > maxSec {
+				n = maxSec + 1
+			}
+		}
+		if n > maxSec {
+			return math.MaxInt64, true
 		}
 		return time.Duration(n) * time.Second, true
 	}
