@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/outbound-go/outbound/bulkhead"
+	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/testutil"
 )
 
@@ -116,3 +120,153 @@ func TestIssue10RetryAfterHuge(t *testing.T) {
 }
 
 var _ = errors.New
+
+// Item 4: HTTPClient() gives one CALL_TIMEOUT to the whole call, redirects
+// included, as http.Client.Timeout does: five hops of 400ms do not fit in
+// a CALL_TIMEOUT of 1.7s.
+func TestIssue10HTTPClientRedirectsShareCallTimeout(t *testing.T) {
+	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !testutil.Wait(r, 400*time.Millisecond) {
+			return
+		}
+		n := strings.TrimPrefix(r.URL.Path, "/hop/")
+		if n == "0" {
+			_, _ = io.WriteString(w, "end")
+			return
+		}
+		next := map[string]string{"4": "3", "3": "2", "2": "1", "1": "0"}[n]
+		http.Redirect(w, r, "/hop/"+next, http.StatusFound)
+	}))
+	c := tbrClient(t, srv.URL, tbrFast("CONNECT_TIMEOUT", "100ms", "TLS_HANDSHAKE_TIMEOUT", "500ms", "READ_TIMEOUT", "600ms",
+		"CALL_TIMEOUT", "1700ms", "MAX_REDIRECTS", "5"))
+	for _, tc := range []struct {
+		name string
+		do   func(*http.Request) (*http.Response, error)
+	}{{"Do", c.Do}, {"HTTPClient", c.HTTPClient().Do}} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := srv.Requests()
+			req, _ := http.NewRequestWithContext(tbrCtx(t, 10*time.Second), http.MethodGet, "/hop/4", nil)
+			start := time.Now()
+			resp, err := tc.do(req)
+			took := time.Since(start)
+			if err == nil {
+				body := tbrRead(t, resp)
+				t.Fatalf("got %d %q after %v and %d hops, want a call timeout at 1.7s", resp.StatusCode, body, took, srv.Requests()-before)
+			}
+			e := tbrError(t, err, OpCallTimeout)
+			t.Logf("%v after %d hops: %v", took.Round(time.Millisecond), srv.Requests()-before, e)
+			if hops := srv.Requests() - before; hops > 5 {
+				t.Errorf("%d hops sent, want at most 5", hops)
+			}
+		})
+	}
+}
+
+// Item 8: HTTPClient().Do's errors carry no secret, whether from BASE_URL
+// or from a redirect's Location, as Do's do not.
+func TestIssue10HTTPClientErrorsRedacted(t *testing.T) {
+	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/x" {
+			http.Redirect(w, r, "/y?signature=SECRET2", http.StatusFound)
+			return
+		}
+		testutil.Reset().ServeHTTP(w, r)
+	}))
+	base := strings.Replace(srv.URL, "http://", "http://alice:pw@", 1) + "/?api_key=SECRET1"
+	c := tbrClient(t, base, tbrFast("RETRIES", "0"))
+	for _, tc := range []struct {
+		name string
+		do   func(*http.Request) (*http.Response, error)
+	}{{"Do", c.Do}, {"HTTPClient", c.HTTPClient().Do}} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(tbrCtx(t, 10*time.Second), http.MethodGet, "/x", nil)
+			resp, err := tc.do(req)
+			if err == nil {
+				resp.Body.Close()
+				t.Fatal("got a response, want the reset's error")
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("%T %v does not wrap an *Error", err, err)
+			}
+			msg := err.Error()
+			t.Logf("%s", msg)
+			for _, secret := range []string{"SECRET1", "SECRET2", "alice", "pw@"} {
+				if strings.Contains(msg, secret) {
+					t.Errorf("error %q shows %q", msg, secret)
+				}
+			}
+		})
+	}
+}
+
+// Item 14: every error reads as one sentence, saying the system, the
+// stage and the cause once each, and still matches its sentinel.
+func TestIssue10ErrorTextsSayEachThingOnce(t *testing.T) {
+	for _, tc := range []struct {
+		err  *Error
+		want string
+		is   error
+	}{
+		{&Error{System: "inv", Op: OpBulkhead, Err: bulkhead.ErrFull}, "outbound inv: bulkhead: full", bulkhead.ErrFull},
+		{&Error{System: "inv", Op: OpBreaker, Err: errOpenState}, "outbound inv: breaker: circuit open", ErrCircuitOpen},
+		{&Error{System: "inv", Op: OpBreaker, Err: errProbesBusy}, "outbound inv: breaker: circuit half-open, every probe taken", gobreaker.ErrTooManyRequests},
+		{&Error{System: "inv", Op: OpBudget, Err: capbudget.ErrExhausted}, "outbound inv: time budget exhausted", capbudget.ErrExhausted},
+		{&Error{System: "inv", Op: OpClosed, Err: ErrClosed}, "outbound inv: registry closed", ErrClosed},
+		{&Error{System: "inv", Op: OpCallTimeout, Method: "GET", URL: "http://h/x", Attempts: 3, StatusCode: 503,
+			Err: join(errors.New("status 503"), capbudget.ErrCallTimeout)},
+			`outbound inv: GET "http://h/x": call timeout after 3 attempts (last status 503): status 503; call timeout`, capbudget.ErrCallTimeout},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("got  %s\nwant %s", got, tc.want)
+		}
+		if !errors.Is(tc.err, tc.is) {
+			t.Errorf("%v does not match %v", tc.err, tc.is)
+		}
+	}
+
+	// On real sockets: a full bulkhead, and a transport error through
+	// HTTPClient, whose *url.Error names the URL (the *Error does not
+	// again).
+	gate := testutil.NewGate(testutil.Resp{Body: "ok"})
+	srv := testutil.NewServer(t, gate)
+	c := tbrClient(t, srv.URL, tbrFast("MAX_CONCURRENT", "1", "RETRIES", "0"))
+	held := make(chan error, 1)
+	go func() {
+		resp, _, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/held")
+		if err == nil {
+			resp.Body.Close()
+		}
+		held <- err
+	}()
+	if err := gate.WaitParked(tbrCtx(t, 5*time.Second), 1); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/x")
+	if err == nil || err.Error() != "outbound inv: bulkhead: full" || !errors.Is(err, bulkhead.ErrFull) {
+		t.Errorf("full bulkhead: got %v, want \"outbound inv: bulkhead: full\" matching bulkhead.ErrFull", err)
+	}
+	if _, ok := err.(*Error); !ok {
+		t.Errorf("Do returned %T, want *Error", err)
+	}
+	gate.Open()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+
+	dead := testutil.RefusedAddr(t)
+	c2 := tbrClient(t, "http://"+dead, tbrFast("RETRIES", "0"))
+	req, _ := http.NewRequestWithContext(tbrCtx(t, 5*time.Second), http.MethodGet, "/y", nil)
+	_, err = c2.HTTPClient().Do(req)
+	if err == nil {
+		t.Fatal("refused address answered")
+	}
+	t.Logf("%v", err)
+	if n := strings.Count(err.Error(), "/y"); n != 1 {
+		t.Errorf("%q names the URL %d times, want once", err, n)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Op != OpConnect {
+		t.Errorf("%v: want an *Error with Op connect inside", err)
+	}
+}
