@@ -96,7 +96,9 @@ func GetJSON(ctx context.Context, c *registry.Client, path []string, out any, op
 // [WithIdempotencyKey]).
 //
 // DoJSON returns nil, the registry's error when no response came, a
-// [*StatusError] for a non-2xx status, or an error matching
+// [*StatusError] for a non-2xx status (also when the registry gave up on a
+// temporary status it could not retry before the deadline: then it wraps
+// the registry's error and carries the upstream's Retry-After), or an error matching
 // [ErrBodyTooLarge] or wrapping the JSON decoder's error. The response
 // body is always closed, which drains it (up to 256 KiB, 50ms at most).
 func DoJSON(ctx context.Context, c *registry.Client, method string, path []string, in, out any, opts ...Option) error {
@@ -130,6 +132,14 @@ func DoJSON(ctx context.Context, c *registry.Client, method string, path []strin
 
 	resp, err := c.Do(req)
 	if err != nil {
+		var re *registry.Error
+		if errors.As(err, &re) && re.StatusCode != 0 {
+			// The registry gave up on a temporary status it could not
+			// retry in time: the caller sees the status and the
+			// upstream's Retry-After, as for a response.
+			return &StatusError{System: c.Name(), Method: method, Path: u.EscapedPath(), StatusCode: re.StatusCode,
+				RetryAfter: re.RetryAfter, HasRetryAfter: re.RetryAfter > 0, Err: err}
+		}
 		return err // an *registry.Error naming the system and the stage
 	}
 	// The registry's Close drains what is left (256 KiB, 50ms at most),

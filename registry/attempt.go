@@ -78,7 +78,7 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 		}
 
 		// A temporary failure: retry if the policy and the clock allow.
-		var wait time.Duration
+		var wait, hint time.Duration
 		status := 0
 		last := n >= maxAttempts
 		if err == nil {
@@ -88,7 +88,7 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 			case hasRA && ra > c.cfg.RetryAfterMax:
 				last = true // the hint is longer than we honour: the caller gets the response
 			case hasRA:
-				wait = ra
+				wait, hint = ra, ra
 			}
 		}
 		if !last && wait == 0 {
@@ -111,7 +111,12 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 				wait.Round(time.Millisecond), time.Until(dl).Round(time.Millisecond), context.DeadlineExceeded)
 			if err == nil {
 				drainClose(resp)
-				return nil, c.fail(req, OpStatus, n, status, fmt.Errorf("%w; last status %d", cause, status), start)
+				// The upstream's hint travels on the error: the caller
+				// can pass it on to its own client.
+				e := &Error{System: c.name, Op: OpStatus, Method: req.Method, URL: redactedURL(req),
+					Attempts: n, StatusCode: status, RetryAfter: hint, Err: cause}
+				c.stats.gaveUp.Add(1)
+				return nil, c.failWith(req, e, n, OutcomeGaveUp, start)
 			}
 			return nil, c.fail(req, op, n, 0, join(err, cause), start)
 		}

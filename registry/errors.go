@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/outbound-go/outbound/capbudget"
 )
@@ -65,6 +66,10 @@ type Error struct {
 	// on a status it could not retry in time (e.g. 429 with a Retry-After
 	// past the deadline); 0 otherwise.
 	StatusCode int
+	// RetryAfter is the upstream's Retry-After hint on that status, when
+	// the call gave up because waiting for it would pass the deadline; 0
+	// when there was none.
+	RetryAfter time.Duration
 	Err        error
 
 	inURLError bool // wrapped by net/http's *url.Error, which names Method and URL
@@ -105,7 +110,10 @@ func (e *Error) Error() string {
 	if e.Attempts > 1 {
 		fmt.Fprintf(&b, " after %d attempts", e.Attempts)
 	}
-	if e.StatusCode != 0 {
+	switch {
+	case e.StatusCode != 0 && e.RetryAfter > 0:
+		fmt.Fprintf(&b, " (last status %d, retry after %v)", e.StatusCode, e.RetryAfter)
+	case e.StatusCode != 0:
 		fmt.Fprintf(&b, " (last status %d)", e.StatusCode)
 	}
 	if cause != "" {

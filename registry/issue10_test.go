@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -268,5 +269,25 @@ func TestIssue10ErrorTextsSayEachThingOnce(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || e.Op != OpConnect {
 		t.Errorf("%v: want an *Error with Op connect inside", err)
+	}
+}
+
+// Item 5: when waiting for the upstream's Retry-After would pass the
+// deadline, the hint travels on the error.
+func TestIssue10RetryAfterOnError(t *testing.T) {
+	srv := testutil.Script(t, testutil.Resp{Status: http.StatusTooManyRequests, Header: testutil.RetryAfterSeconds(1)})
+	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
+	ctx := tbrCtx(t, 500*time.Millisecond)
+	_, took, err := tbrGet(t, ctx, c, "/")
+	e := tbrError(t, err, OpStatus)
+	t.Logf("%v: %v", took, e)
+	if e.StatusCode != http.StatusTooManyRequests || e.RetryAfter != time.Second {
+		t.Errorf("StatusCode, RetryAfter = %d, %v; want 429, 1s", e.StatusCode, e.RetryAfter)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("%v does not match context.DeadlineExceeded", err)
+	}
+	if !strings.Contains(e.Error(), "retry after 1s") {
+		t.Errorf("%q does not say the hint", e)
 	}
 }
