@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync/atomic"
 
@@ -40,6 +41,10 @@ func (p *permit) done() {
 	}
 }
 
+// errReadAfterClose is the cause of a read ended by Close. Close cuts the
+// read by cancelling the call's context; the caller did not.
+var errReadAfterClose = errors.New("read on a closed response body")
+
 // body hands the permit back when the caller is done with the response.
 // The permit lives inside it, so that a call costs one allocation for
 // both.
@@ -48,10 +53,16 @@ type body struct {
 	p      permit
 	length int64 // resp.ContentLength: -1 when unknown
 	eof    atomic.Bool
+	closed atomic.Bool // Close was called, maybe by another goroutine
 }
 
 func (b *body) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF && b.closed.Load() {
+		// Close (from another goroutine, or before this Read) ended the
+		// read: not the caller's cancellation nor a deadline.
+		return n, &Error{System: b.p.c.name, Op: OpBodyClosed, Err: errReadAfterClose}
+	}
 	if err != nil && err != io.EOF && b.p.ctx.Err() != nil {
 		// The call's deadline (or the caller) ended the read: say which,
 		// and for which system, as http.Client does for its Timeout.
@@ -73,6 +84,7 @@ func (b *body) Read(p []byte) (int, error) {
 // connection of a body closed unread. A body that stalls is cut by
 // cancelling the call's context and costs its connection instead.
 func (b *body) Close() error {
+	b.closed.Store(true)
 	var err error
 	if b.eof.Load() || b.p.ctx.Err() != nil {
 		err = b.rc.Close()

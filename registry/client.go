@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"crypto/tls"
 	"net/http"
 	"net/url"
@@ -225,8 +226,15 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 		if err := c.bh.Acquire(capped); err != nil {
 			cancel()
 			closeBody(req)
-			c.observeRejected(req, OutcomeBulkheadFull, err)
-			return nil, &Error{System: c.name, Op: OpBulkhead, Err: err}
+			if !errors.Is(err, bulkhead.ErrFull) {
+				// The caller cancelled while waiting: not a full bulkhead.
+				e := &Error{System: c.name, Op: OpCanceled, Err: err}
+				c.observeRejected(req, OutcomeCanceled, e)
+				return nil, e
+			}
+			e := &Error{System: c.name, Op: OpBulkhead, Err: err}
+			c.observeRejected(req, OutcomeBulkheadFull, e)
+			return nil, e
 		}
 	}
 	if cancel == nil {

@@ -49,7 +49,8 @@ const (
 	OpRequest        Op = "request"        // net/http refused the request before any I/O; not retried
 	OpTransport      Op = "transport"      // any other transport error
 	OpStatus         Op = "status"         // gave up on a temporary status
-	OpClosed         Op = "closed"
+	OpClosed         Op = "closed"         // the registry was closed
+	OpBodyClosed     Op = "body closed"    // a read of a response body already closed
 )
 
 // Error is the error of a call that did not return a response. It names
@@ -103,7 +104,7 @@ func (e *Error) Error() string {
 	}
 	// A sentinel that names its stage ("registry closed", "time budget
 	// exhausted") stands alone.
-	stage := e.Err != ErrClosed && e.Err != capbudget.ErrExhausted
+	stage := e.Err != ErrClosed && e.Err != capbudget.ErrExhausted && e.Err != errReadAfterClose
 	if stage {
 		b.WriteString(string(e.Op))
 	}

@@ -291,3 +291,60 @@ func TestIssue10RetryAfterOnError(t *testing.T) {
 		t.Errorf("%q does not say the hint", e)
 	}
 }
+
+// Item 6: a caller that cancels while waiting for a permit gets its own
+// cancellation, not bulkhead.ErrFull, and no rejection is counted.
+func TestIssue10CancelWhileWaitingForPermit(t *testing.T) {
+	gate := testutil.NewGate(testutil.Resp{Body: "ok"})
+	srv := testutil.NewServer(t, gate)
+	c := tbrClient(t, srv.URL, tbrFast("MAX_CONCURRENT", "1", "BULKHEAD_MAX_WAIT", "2s"))
+	held := make(chan error, 1)
+	go func() {
+		resp, _, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/held")
+		if err == nil {
+			resp.Body.Close()
+		}
+		held <- err
+	}()
+	if err := gate.WaitParked(tbrCtx(t, 5*time.Second), 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(tbrCtx(t, 5*time.Second))
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, _, err := tbrGet(t, ctx, c, "/x")
+	e := tbrError(t, err, OpCanceled)
+	if errors.Is(err, bulkhead.ErrFull) || !errors.Is(err, context.Canceled) {
+		t.Errorf("%v: want context.Canceled, not bulkhead.ErrFull", e)
+	}
+	if st := c.Status(); st.BulkheadRejected != 0 {
+		t.Errorf("BulkheadRejected = %d, want 0", st.BulkheadRejected)
+	}
+	gate.Open()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Item 6: a read of a body that another goroutine closed says so, rather
+// than blaming the caller's cancellation.
+func TestIssue10ReadAfterCloseByAnotherGoroutine(t *testing.T) {
+	srv := testutil.NewServer(t, testutil.Trickle(time.Hour))
+	c := tbrClient(t, srv.URL, tbrFast())
+	resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(resp.Body)
+		read <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the reader is blocked in Read
+	_ = resp.Body.Close()
+	err = <-read
+	e := tbrError(t, err, OpBodyClosed)
+	if errors.Is(err, context.Canceled) {
+		t.Errorf("%v matches context.Canceled", e)
+	}
+	t.Log(e)
+}
