@@ -260,6 +260,12 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 			r2.SetBasicAuth(u.Username(), pw)
 		}
 	}
+	if c.cfg.OmitTimeBudget && r2.Header.Get(capbudget.Header) != "" {
+		// The system never receives the header, not even one the caller
+		// set (a third party has no use for our budget).
+		r2.Header = r2.Header.Clone()
+		r2.Header.Del(capbudget.Header)
+	}
 	b := &body{p: permit{c: c, ctx: capped, cancel: cancel}}
 	b.p.stop = context.AfterFunc(capped, b.p.release)
 

@@ -348,3 +348,27 @@ func TestIssue10ReadAfterCloseByAnotherGoroutine(t *testing.T) {
 	}
 	t.Log(e)
 }
+
+// Item 13: with OMIT_TIME_BUDGET the system never receives X-Time-Budget,
+// not even one the caller set, on any attempt of either entry point.
+func TestIssue10OmitTimeBudgetStripsCallerHeader(t *testing.T) {
+	srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable}, testutil.Resp{Body: "ok"})
+	c := tbrClient(t, srv.URL, tbrFast("OMIT_TIME_BUDGET", "true", "RETRIES", "1"))
+	for _, do := range []func(*http.Request) (*http.Response, error){c.Do, c.HTTPClient().Do} {
+		req, _ := http.NewRequestWithContext(tbrCtx(t, 5*time.Second), http.MethodGet, "/", nil)
+		req.Header.Set("X-Time-Budget", "3600000")
+		resp, err := do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbrRead(t, resp)
+		if req.Header.Get("X-Time-Budget") != "3600000" {
+			t.Errorf("the caller's request was changed")
+		}
+	}
+	for _, r := range srv.Received() {
+		if v, ok := r.Header["X-Time-Budget"]; ok {
+			t.Errorf("request %d carried X-Time-Budget %q", r.Seq, v)
+		}
+	}
+}
