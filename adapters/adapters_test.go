@@ -423,3 +423,26 @@ func TestDegradable(t *testing.T) {
 		}
 	}
 }
+
+// Issue 10 item 5: a 429 whose Retry-After would pass the caller's
+// deadline reaches the adapter's caller as a StatusError with the hint,
+// wrapping the registry's error.
+func TestIssue10RetryAfterPastDeadline(t *testing.T) {
+	srv := testutil.Script(t, testutil.Resp{Status: http.StatusTooManyRequests, Header: testutil.RetryAfterSeconds(1)})
+	c := newClient(t, srv.URL, config.Client{})
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	err := adapters.GetJSON(ctx, c, []string{"x"}, nil)
+	var se *adapters.StatusError
+	if !errors.As(err, &se) {
+		t.Fatalf("got %T %v, want a *StatusError", err, err)
+	}
+	if se.StatusCode != http.StatusTooManyRequests || !se.HasRetryAfter || se.RetryAfter != time.Second {
+		t.Errorf("StatusError{%d, %v, %v}, want {429, true, 1s}", se.StatusCode, se.HasRetryAfter, se.RetryAfter)
+	}
+	var re *registry.Error
+	if !errors.As(err, &re) || !errors.Is(err, context.DeadlineExceeded) || !adapters.Degradable(err) {
+		t.Errorf("%v: want it to wrap the registry's error, match DeadlineExceeded and be degradable", err)
+	}
+	t.Log(err)
+}

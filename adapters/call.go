@@ -18,10 +18,6 @@ import (
 // decode, 1 MiB, unless [WithMaxBody] says otherwise.
 const DefaultMaxBody int64 = 1 << 20
 
-// maxDrain is how much of an unread body is read before it is closed, so
-// its connection can go back to the pool; the registry drains as much.
-const maxDrain = 256 << 10
-
 // statusBodyMax is how much of an error response's body a [StatusError]
 // keeps.
 const statusBodyMax = 256
@@ -100,9 +96,11 @@ func GetJSON(ctx context.Context, c *registry.Client, path []string, out any, op
 // [WithIdempotencyKey]).
 //
 // DoJSON returns nil, the registry's error when no response came, a
-// [*StatusError] for a non-2xx status, or an error matching
+// [*StatusError] for a non-2xx status (also when the registry gave up on a
+// temporary status it could not retry before the deadline: then it wraps
+// the registry's error and carries the upstream's Retry-After), or an error matching
 // [ErrBodyTooLarge] or wrapping the JSON decoder's error. The response
-// body is always drained (up to 256 KiB) and closed.
+// body is always closed, which drains it (up to 256 KiB, 50ms at most).
 func DoJSON(ctx context.Context, c *registry.Client, method string, path []string, in, out any, opts ...Option) error {
 	o := callOptions{maxBody: DefaultMaxBody, header: http.Header{}, query: url.Values{}}
 	for _, opt := range opts {
@@ -134,9 +132,19 @@ func DoJSON(ctx context.Context, c *registry.Client, method string, path []strin
 
 	resp, err := c.Do(req)
 	if err != nil {
+		var re *registry.Error
+		if errors.As(err, &re) && re.StatusCode != 0 {
+			// The registry gave up on a temporary status it could not
+			// retry in time: the caller sees the status and the
+			// upstream's Retry-After, as for a response.
+			return &StatusError{System: c.Name(), Method: method, Path: u.EscapedPath(), StatusCode: re.StatusCode,
+				RetryAfter: re.RetryAfter, HasRetryAfter: re.RetryAfter > 0, Err: err}
+		}
 		return err // an *registry.Error naming the system and the stage
 	}
-	defer drainClose(resp.Body)
+	// The registry's Close drains what is left (256 KiB, 50ms at most),
+	// so the connection goes back to the pool.
+	defer resp.Body.Close()
 	where := c.Name() + " " + method + " " + u.EscapedPath()
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -179,12 +187,6 @@ func buildURL(base *url.URL, parts []string, q url.Values) (*url.URL, error) {
 	}
 	u.Fragment = ""
 	return &u, nil
-}
-
-// drainClose reads up to maxDrain bytes of body and closes it.
-func drainClose(body io.ReadCloser) {
-	_, _ = io.CopyN(io.Discard, body, maxDrain)
-	_ = body.Close()
 }
 
 // byteSize renders n as "1 MiB", "512 KiB" or "300 bytes".

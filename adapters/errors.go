@@ -35,6 +35,10 @@ type StatusError struct {
 	// HasRetryAfter is true. A date in the past gives 0.
 	RetryAfter    time.Duration
 	HasRetryAfter bool
+	// Err is the registry's error when the registry gave up on this
+	// status before the deadline (no response reached the adapter); nil
+	// otherwise.
+	Err error
 }
 
 func newStatusError(system, method, path string, resp *http.Response) *StatusError {
@@ -52,8 +56,14 @@ func (e *StatusError) Error() string {
 	if len(e.Body) > 0 {
 		s += ": " + strconv.Quote(string(e.Body))
 	}
+	if e.Err != nil {
+		s += ": no time left to retry"
+	}
 	return s
 }
+
+// Unwrap returns the registry's error, if any.
+func (e *StatusError) Unwrap() error { return e.Err }
 
 // Is reports whether target is [ErrNotFound] and the status is 404.
 func (e *StatusError) Is(target error) bool {

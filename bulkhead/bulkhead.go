@@ -60,9 +60,10 @@ func New(capacity int64, maxWait time.Duration) (*Bulkhead, error) {
 //
 //   - with a maxWait of 0, Acquire returns [ErrFull] at once;
 //   - otherwise it waits in line. If maxWait passes first it returns
-//     [ErrFull]; if ctx ends first it returns an error that matches both
-//     [ErrFull] and ctx.Err() (and context.Cause(ctx) when that differs)
-//     under [errors.Is].
+//     [ErrFull]; if ctx's deadline passes first it returns an error that
+//     matches both [ErrFull] and ctx.Err() (and context.Cause(ctx) when
+//     that differs) under [errors.Is]; if ctx is cancelled first, an
+//     error that matches context.Canceled (and the cause), not ErrFull.
 //
 // If maxWait and ctx's end fall on the same instant, either error may be
 // returned. On any error no permit is held and the bulkhead is unchanged
@@ -95,11 +96,14 @@ func (b *Bulkhead) acquireSlow(ctx context.Context) error {
 		b.inFlight.Add(1)
 		return nil
 	}
-	b.rejected.Add(1)
 	// wctx's cause is errMaxWait only if its own timer fired first; if ctx
 	// ended first, wctx inherited ctx's cause instead.
 	if errors.Is(context.Cause(wctx), errMaxWait) {
+		b.rejected.Add(1)
 		return ErrFull
+	}
+	if ctx.Err() != context.Canceled {
+		b.rejected.Add(1) // the caller's deadline came before a permit
 	}
 	return newWaitError(ctx)
 }

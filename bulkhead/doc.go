@@ -58,8 +58,9 @@ import (
 
 // ErrFull is returned by [Bulkhead.Acquire] when no permit became free
 // within the allowed wait. When the wait was cut short by the caller's
-// context, the returned error wraps both ErrFull and the context's error;
-// test for it with errors.Is(err, ErrFull).
+// deadline, the returned error wraps both ErrFull and the context's error;
+// test for it with errors.Is(err, ErrFull). A wait the caller cancelled is
+// not a full bulkhead: that error matches context.Canceled, not ErrFull.
 var ErrFull = errors.New("bulkhead: full")
 
 // ErrOverRelease is returned by [Bulkhead.Release] when it is called while no
@@ -73,8 +74,8 @@ var ErrOverRelease = errors.New("bulkhead: release without a held permit")
 var errMaxWait = errors.New("bulkhead: max wait elapsed")
 
 // waitError is returned by Acquire when the caller's context ends while it
-// waits for a permit. It matches ErrFull, the context's error and, when it
-// differs, the context's cause.
+// waits for a permit. It matches the context's error and, when it differs,
+// the context's cause; and ErrFull unless the caller cancelled.
 type waitError struct {
 	ctxErr error // ctx.Err(): context.Canceled or context.DeadlineExceeded
 	cause  error // context.Cause(ctx); may equal ctxErr
@@ -88,17 +89,27 @@ func newWaitError(ctx context.Context) error {
 // Error reports the rejection and why the wait ended.
 func (e *waitError) Error() string {
 	msg := ErrFull.Error() + ": wait ended: "
+	if e.canceled() {
+		msg = "bulkhead: wait canceled: "
+	}
 	if e.cause != nil && e.cause != e.ctxErr {
 		return msg + e.ctxErr.Error() + ": " + e.cause.Error()
 	}
 	return msg + e.ctxErr.Error()
 }
 
-// Unwrap exposes ErrFull, the context's error and its cause to errors.Is and
-// errors.As.
+func (e *waitError) canceled() bool { return e.ctxErr == context.Canceled }
+
+// Unwrap exposes ErrFull (unless the caller cancelled), the context's
+// error and its cause to errors.Is and errors.As.
 func (e *waitError) Unwrap() []error {
-	if e.cause != nil && e.cause != e.ctxErr {
-		return []error{ErrFull, e.ctxErr, e.cause}
+	errs := make([]error, 0, 3)
+	if !e.canceled() {
+		errs = append(errs, ErrFull)
 	}
-	return []error{ErrFull, e.ctxErr}
+	errs = append(errs, e.ctxErr)
+	if e.cause != nil && e.cause != e.ctxErr {
+		errs = append(errs, e.cause)
+	}
+	return errs
 }

@@ -63,9 +63,9 @@ func ExampleBulkhead_Acquire() {
 	// in flight after the call: 0
 }
 
-// When the caller's context ends while Acquire waits, the error matches both
-// ErrFull and the context's error, so callers can tell a full bulkhead from a
-// caller that gave up.
+// When the caller cancels while Acquire waits, the error matches
+// context.Canceled, not ErrFull, and is not counted as a rejection: the
+// caller gave up, the bulkhead did not refuse it.
 func ExampleBulkhead_Acquire_contextEnded() {
 	b, err := bulkhead.New(1, time.Minute)
 	if err != nil {
@@ -84,10 +84,10 @@ func ExampleBulkhead_Acquire_contextEnded() {
 	fmt.Println("in flight:", b.InFlight(), "rejected:", b.Rejected())
 
 	// Output:
-	// bulkhead: full: wait ended: context canceled
-	// full: true
+	// bulkhead: wait canceled: context canceled
+	// full: false
 	// canceled: true
-	// in flight: 1 rejected: 1
+	// in flight: 1 rejected: 0
 }
 
 // Releasing a permit that was never taken is reported, not a panic, and

@@ -60,10 +60,10 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 		case op == OpBreaker:
 			closeBody(areq)
 			if lastErr != nil {
-				// Not the prebuilt error: this one carries the attempts
-				// already sent and the failure that preceded the refusal.
+				// This one carries the attempts already sent and the
+				// failure that preceded the refusal.
 				err = &Error{System: c.name, Op: OpBreaker, Method: req.Method, URL: redactedURL(req),
-					Attempts: n - 1, Err: errors.Join(err.(*Error).Err, lastErr)}
+					Attempts: n - 1, Err: join(err.(*Error).Err, lastErr)}
 			}
 			c.stats.breakerRejected.Add(1)
 			return nil, c.failWith(req, err, n-1, OutcomeBreakerOpen, start)
@@ -78,7 +78,7 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 		}
 
 		// A temporary failure: retry if the policy and the clock allow.
-		var wait time.Duration
+		var wait, hint time.Duration
 		status := 0
 		last := n >= maxAttempts
 		if err == nil {
@@ -88,7 +88,7 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 			case hasRA && ra > c.cfg.RetryAfterMax:
 				last = true // the hint is longer than we honour: the caller gets the response
 			case hasRA:
-				wait = ra
+				wait, hint = ra, ra
 			}
 		}
 		if !last && wait == 0 {
@@ -110,10 +110,15 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 			cause := fmt.Errorf("retry in %v would pass the call's deadline (%v left): %w",
 				wait.Round(time.Millisecond), time.Until(dl).Round(time.Millisecond), context.DeadlineExceeded)
 			if err == nil {
-				drainClose(resp.Body)
-				return nil, c.fail(req, OpStatus, n, status, fmt.Errorf("%w; last status %d", cause, status), start)
+				drainClose(resp)
+				// The upstream's hint travels on the error: the caller
+				// can pass it on to its own client.
+				e := &Error{System: c.name, Op: OpStatus, Method: req.Method, URL: redactedURL(req),
+					Attempts: n, StatusCode: status, RetryAfter: hint, Err: cause}
+				c.stats.gaveUp.Add(1)
+				return nil, c.failWith(req, e, n, OutcomeGaveUp, start)
 			}
-			return nil, c.fail(req, op, n, 0, errors.Join(err, cause), start)
+			return nil, c.fail(req, op, n, 0, join(err, cause), start)
 		}
 		if !c.budget.retry(time.Now()) {
 			c.stats.retryBudgetDenied.Add(1)
@@ -122,10 +127,10 @@ func (c *Client) retryRoundTrip(req *http.Request) (*http.Response, error) {
 				return resp, nil
 			}
 			return nil, c.failWith(req, &Error{System: c.name, Op: op, Method: req.Method, URL: redactedURL(req), Attempts: n,
-				Err: errors.Join(err, ErrRetryBudget)}, n, OutcomeRetryBudget, start)
+				Err: join(err, ErrRetryBudget)}, n, OutcomeRetryBudget, start)
 		}
 		if err == nil {
-			drainClose(resp.Body)
+			drainClose(resp)
 			lastErr = fmt.Errorf("status %d", status)
 		} else {
 			lastErr = err
@@ -171,9 +176,9 @@ func (c *Client) attempt(req *http.Request, n int, last bool) (*http.Response, O
 	switch {
 	case err == nil:
 	case errors.Is(err, gobreaker.ErrOpenState):
-		resp, err, op = nil, c.errOpen, OpBreaker
+		resp, err, op = nil, &Error{System: c.name, Op: OpBreaker, Err: errOpenState}, OpBreaker
 	case errors.Is(err, gobreaker.ErrTooManyRequests):
-		resp, err, op = nil, c.errProbes, OpBreaker
+		resp, err, op = nil, &Error{System: c.name, Op: OpBreaker, Err: errProbesBusy}, OpBreaker
 	case err == errFailedStatus:
 		err = nil
 	default:
@@ -315,7 +320,7 @@ func withCause(err error, ctx context.Context) error {
 	if errors.Is(err, cause) {
 		return err
 	}
-	return errors.Join(err, cause)
+	return join(err, cause)
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.

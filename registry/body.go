@@ -2,13 +2,12 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync/atomic"
-	"time"
-)
 
-// drainWait bounds how long Close drains an unread body.
-const drainWait = 50 * time.Millisecond
+	"github.com/outbound-go/outbound/internal/drain"
+)
 
 // permit is one call's bulkhead permit and deadline. It is given back
 // exactly once: when the body is closed or read to EOF, when the call
@@ -42,18 +41,28 @@ func (p *permit) done() {
 	}
 }
 
+// errReadAfterClose is the cause of a read ended by Close. Close cuts the
+// read by cancelling the call's context; the caller did not.
+var errReadAfterClose = errors.New("read on a closed response body")
+
 // body hands the permit back when the caller is done with the response.
 // The permit lives inside it, so that a call costs one allocation for
 // both.
 type body struct {
-	rc    io.ReadCloser
-	p     permit
-	small bool // Content-Length known and <= maxDrain: worth draining on Close
-	eof   atomic.Bool
+	rc     io.ReadCloser
+	p      permit
+	length int64 // resp.ContentLength: -1 when unknown
+	eof    atomic.Bool
+	closed atomic.Bool // Close was called, maybe by another goroutine
 }
 
 func (b *body) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF && b.closed.Load() {
+		// Close (from another goroutine, or before this Read) ended the
+		// read: not the caller's cancellation nor a deadline.
+		return n, &Error{System: b.p.c.name, Op: OpBodyClosed, Err: errReadAfterClose}
+	}
 	if err != nil && err != io.EOF && b.p.ctx.Err() != nil {
 		// The call's deadline (or the caller) ended the read: say which,
 		// and for which system, as http.Client does for its Timeout.
@@ -69,20 +78,19 @@ func (b *body) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close drains a small unread rest of the body (a known length up to
-// maxDrain, read under the call's deadline) before closing it, so that the
-// connection goes back to the pool: net/http closes the connection of a
-// body closed unread.
+// Close drains the unread rest of the body, whatever its framing, within
+// drain's bounds (256 KiB, 50ms, and the call's deadline) before closing
+// it, so that the connection goes back to the pool: net/http closes the
+// connection of a body closed unread. A body that stalls is cut by
+// cancelling the call's context and costs its connection instead.
 func (b *body) Close() error {
-	if !b.eof.Load() && b.small && b.p.ctx.Err() == nil {
-		// At most drainWait: an upstream that stalls mid-body must not
-		// hold the caller's Close until the call's deadline; cutting the
-		// call's context ends the read and costs the connection instead.
-		t := time.AfterFunc(drainWait, b.p.cancel)
-		_, _ = io.CopyN(io.Discard, b.rc, maxDrain)
-		t.Stop()
+	b.closed.Store(true)
+	var err error
+	if b.eof.Load() || b.p.ctx.Err() != nil {
+		err = b.rc.Close()
+	} else {
+		err = drain.Close(b.rc, b.length, b.p.cancel)
 	}
-	err := b.rc.Close()
 	b.p.done()
 	return err
 }

@@ -2,7 +2,6 @@ package registry
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/outbound-go/outbound/config"
@@ -64,7 +63,23 @@ func breakerState(s gobreaker.State) BreakerState {
 	return BreakerClosed
 }
 
-// openError builds the error of a call the breaker refused.
-func openError(system string, cause error) *Error {
-	return &Error{System: system, Op: OpBreaker, Err: fmt.Errorf("%w (%w)", ErrCircuitOpen, cause)}
+// breakerRefusal is the cause of a call the breaker refused. Its values
+// are immutable (no exported field), so every call can share them.
+type breakerRefusal struct{ state error }
+
+// The causes of the breaker's refusals: open, or half-open with every
+// probe taken.
+var (
+	errOpenState  = &breakerRefusal{gobreaker.ErrOpenState}
+	errProbesBusy = &breakerRefusal{gobreaker.ErrTooManyRequests}
+)
+
+func (r *breakerRefusal) Error() string {
+	if r == errProbesBusy {
+		return "circuit half-open, every probe taken"
+	}
+	return "circuit open"
 }
+
+// Unwrap makes the refusal match ErrCircuitOpen and gobreaker's error.
+func (r *breakerRefusal) Unwrap() []error { return []error{ErrCircuitOpen, r.state} }

@@ -76,7 +76,7 @@ func TestBudgetCallerDeadlineCapsCall(t *testing.T) {
 }
 
 // A budget already spent (less than the reserve left, or past) fails fast:
-// no request reaches the server and the rejection allocates nothing.
+// no request reaches the server and the rejection allocates only its error.
 func TestBudgetSpentFailsFast(t *testing.T) {
 	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	c := tbrClient(t, srv.URL, nil)
@@ -104,8 +104,10 @@ func TestBudgetSpentFailsFast(t *testing.T) {
 			if !errors.Is(err, capbudget.ErrExhausted) {
 				t.Errorf("error does not match capbudget.ErrExhausted: %v", err)
 			}
-			if allocs := testing.AllocsPerRun(100, func() { _, _ = c.Do(req) }); allocs != 0 {
-				t.Errorf("a spent-budget rejection allocates %v times, want 0", allocs)
+			// One allocation: the caller's own *Error (issue 11: no
+			// error value is shared between calls).
+			if allocs := testing.AllocsPerRun(100, func() { _, _ = c.Do(req) }); allocs > 1 {
+				t.Errorf("a spent-budget rejection allocates %v times, want at most 1", allocs)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"crypto/tls"
 	"net/http"
 	"net/url"
@@ -37,10 +38,6 @@ type Client struct {
 	redirects http.Client  // Do's engine: follows redirects inside one permit and one deadline
 	outer     *http.Client // HTTPClient(): the whole pipeline per request
 
-	// Prebuilt errors of the fast-fail paths, so rejecting costs no
-	// allocation.
-	errFull, errSpent, errOpen, errProbes, errClosed *Error
-
 	stats counters
 }
 
@@ -74,14 +71,9 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Co
 		c.rt = o.wrap(l.Name, c.transport)
 	}
 	c.cb = newBreaker(l.Name, l.Client, c.breakerChanged)
-	c.errFull = &Error{System: l.Name, Op: OpBulkhead, Err: bulkhead.ErrFull}
-	c.errSpent = &Error{System: l.Name, Op: OpBudget, Err: capbudget.ErrExhausted}
-	c.errOpen = openError(l.Name, gobreaker.ErrOpenState)
-	c.errProbes = openError(l.Name, gobreaker.ErrTooManyRequests)
-	c.errClosed = &Error{System: l.Name, Op: OpClosed, Err: ErrClosed}
 	policy := redirectPolicy(l.Client, base)
 	c.redirects = http.Client{Transport: retryTransport{c}, CheckRedirect: policy}
-	c.outer = &http.Client{Transport: pipelineTransport{c}, CheckRedirect: policy}
+	c.outer = &http.Client{Transport: pipelineTransport{c}, CheckRedirect: useLastResponse}
 	return c, nil
 }
 
@@ -104,11 +96,18 @@ func (c *Client) Config() config.Client { return c.cfg }
 func (c *Client) BaseURL() *url.URL { u := *c.base; return &u }
 
 // HTTPClient returns an *http.Client whose every request runs the whole
-// pipeline, for generated SDKs and libraries that accept one. Its Timeout
-// is zero: CALL_TIMEOUT and the caller's budget bound each request
-// instead. Redirects follow the system's policy; each followed redirect is
-// a request of its own, with its own permit and deadline, all inside the
-// caller's deadline. Relative URLs resolve against BASE_URL.
+// pipeline, as [Client.Do] does, for generated SDKs and libraries that
+// accept one. Its Timeout is zero: CALL_TIMEOUT and the caller's budget
+// bound each call, redirects and body included, as http.Client.Timeout
+// would. Redirects follow the system's policy inside the pipeline, within
+// one bulkhead permit and one deadline; the *http.Client itself never
+// follows one, so a library's Jar sees only the last hop. Relative URLs
+// resolve against BASE_URL.
+//
+// Its errors are *url.Error, as any http.Client's, wrapping an [*Error]
+// (errors.As finds it). net/http renders the request's URL in it as the
+// caller wrote it (password hidden); every URL the pipeline adds (BASE_URL,
+// redirects) is redacted, so use relative URLs for secret-bearing bases.
 //
 // Each call returns a new *http.Client sharing the pipeline, so that a
 // library that sets its Timeout or wraps its Transport changes only its
@@ -118,9 +117,10 @@ func (c *Client) HTTPClient() *http.Client {
 	return &hc
 }
 
-// Do sends req through the pipeline and returns the response, or an error
-// that is or wraps an [*Error] naming the system. A relative req.URL
-// ("/v1/stock/42", "stock/42") is joined to BASE_URL's path.
+// Do sends req through the pipeline and returns the response, or an
+// [*Error] naming the system, the stage and the cause (always that type,
+// never wrapped, its URL redacted). A relative req.URL ("/v1/stock/42",
+// "stock/42") is joined to BASE_URL's path.
 //
 // As with http.Client.Do, a non-2xx status is not an error, the caller
 // must close the body, and the body is read under the call's deadline:
@@ -128,22 +128,44 @@ func (c *Client) HTTPClient() *http.Client {
 // sooner. Redirects followed by Do stay inside that one deadline and one
 // bulkhead permit.
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
-	resp, err := c.call(req, c.redirects.Do)
-	if ue, ok := err.(*url.Error); ok {
-		// http.Client strips only the password from the URL it puts in
-		// its error; a token in the user name or the query would reach
-		// every log line. The *url.Error is new per call: safe to edit.
-		ue.URL = config.RedactURL(ue.URL)
+	resp, err := c.call(req, c.followRedirects)
+	if err != nil {
+		return nil, err
 	}
-	return resp, err
+	return resp, nil
+}
+
+// followRedirects sends req through the redirect engine (an http.Client
+// over the retry stage) and unwraps its *url.Error: the *Error inside
+// already names the method and the redacted URL.
+func (c *Client) followRedirects(req *http.Request) (*http.Response, error) {
+	resp, err := c.redirects.Do(req)
+	if err == nil {
+		return resp, nil
+	}
+	ue, ok := err.(*url.Error)
+	if !ok {
+		return nil, err
+	}
+	if e, ok := ue.Err.(*Error); ok {
+		return nil, e
+	}
+	// An error of the engine itself (an unparsable Location, say).
+	return nil, &Error{System: c.name, Op: OpTransport, Method: req.Method, URL: redactedURL(req), Err: ue.Err}
 }
 
 // pipelineTransport is HTTPClient's transport: the whole pipeline per
-// request.
+// request, redirects included.
 type pipelineTransport struct{ c *Client }
 
 func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	return p.c.call(req, p.c.retryRoundTrip)
+	resp, err := p.c.call(req, p.c.followRedirects)
+	if e, ok := err.(*Error); ok {
+		// net/http wraps it in a *url.Error that names the method and
+		// the URL: the *Error need not say them twice.
+		e.inURLError = true
+	}
+	return resp, err
 }
 
 // CloseIdleConnections closes the system transport's idle connections, so
@@ -162,7 +184,7 @@ func (r retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	if c.closed.Load() {
 		closeBody(req)
-		return nil, c.errClosed
+		return nil, &Error{System: c.name, Op: OpClosed, Err: ErrClosed}
 	}
 	if req.URL != nil && req.URL.Host == "" && escapesBase(req.URL.Path) {
 		closeBody(req)
@@ -176,8 +198,9 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 		// only a cancellation is the caller giving up.
 		if ctx.Err() != context.Canceled {
 			c.stats.budgetRejected.Add(1)
-			c.observeRejected(req, OutcomeBudgetSpent, c.errSpent)
-			return nil, c.errSpent
+			err := &Error{System: c.name, Op: OpBudget, Err: capbudget.ErrExhausted}
+			c.observeRejected(req, OutcomeBudgetSpent, err)
+			return nil, err
 		}
 		c.observeRejected(req, OutcomeCanceled, err)
 		return nil, &Error{System: c.name, Op: OpCanceled, Err: err}
@@ -185,15 +208,17 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 	if c.cb.State() == gobreaker.StateOpen {
 		closeBody(req)
 		c.stats.breakerRejected.Add(1)
-		c.observeRejected(req, OutcomeBreakerOpen, c.errOpen)
-		return nil, c.errOpen
+		err := &Error{System: c.name, Op: OpBreaker, Err: errOpenState}
+		c.observeRejected(req, OutcomeBreakerOpen, err)
+		return nil, err
 	}
 	capped, cancel, budgetCapped := ctx, context.CancelFunc(nil), false
 	if c.cfg.BulkheadMaxWait == 0 {
 		if !c.bh.TryAcquire() {
 			closeBody(req)
-			c.observeRejected(req, OutcomeBulkheadFull, c.errFull)
-			return nil, c.errFull
+			err := &Error{System: c.name, Op: OpBulkhead, Err: bulkhead.ErrFull}
+			c.observeRejected(req, OutcomeBulkheadFull, err)
+			return nil, err
 		}
 	} else {
 		// The wait for a permit counts against CALL_TIMEOUT: the deadline
@@ -202,8 +227,15 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 		if err := c.bh.Acquire(capped); err != nil {
 			cancel()
 			closeBody(req)
-			c.observeRejected(req, OutcomeBulkheadFull, err)
-			return nil, &Error{System: c.name, Op: OpBulkhead, Err: err}
+			if !errors.Is(err, bulkhead.ErrFull) {
+				// The caller cancelled while waiting: not a full bulkhead.
+				e := &Error{System: c.name, Op: OpCanceled, Err: err}
+				c.observeRejected(req, OutcomeCanceled, e)
+				return nil, e
+			}
+			e := &Error{System: c.name, Op: OpBulkhead, Err: err}
+			c.observeRejected(req, OutcomeBulkheadFull, e)
+			return nil, e
 		}
 	}
 	if cancel == nil {
@@ -229,6 +261,12 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 			r2.SetBasicAuth(u.Username(), pw)
 		}
 	}
+	if c.cfg.OmitTimeBudget && r2.Header.Get(capbudget.Header) != "" {
+		// The system never receives the header, not even one the caller
+		// set (a third party has no use for our budget).
+		r2.Header = r2.Header.Clone()
+		r2.Header.Del(capbudget.Header)
+	}
 	b := &body{p: permit{c: c, ctx: capped, cancel: cancel}}
 	b.p.stop = context.AfterFunc(capped, b.p.release)
 
@@ -250,7 +288,7 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 		return resp, nil
 	}
 	b.rc = resp.Body
-	b.small = resp.ContentLength >= 0 && resp.ContentLength <= maxDrain
+	b.length = resp.ContentLength
 	resp.Body = b
 	return resp, nil
 }

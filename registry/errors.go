@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/outbound-go/outbound/capbudget"
 )
 
 var (
@@ -45,7 +49,8 @@ const (
 	OpRequest        Op = "request"        // net/http refused the request before any I/O; not retried
 	OpTransport      Op = "transport"      // any other transport error
 	OpStatus         Op = "status"         // gave up on a temporary status
-	OpClosed         Op = "closed"
+	OpClosed         Op = "closed"         // the registry was closed
+	OpBodyClosed     Op = "body closed"    // a read of a response body already closed
 )
 
 // Error is the error of a call that did not return a response. It names
@@ -62,30 +67,61 @@ type Error struct {
 	// on a status it could not retry in time (e.g. 429 with a Retry-After
 	// past the deadline); 0 otherwise.
 	StatusCode int
+	// RetryAfter is the upstream's Retry-After hint on that status, when
+	// the call gave up because waiting for it would pass the deadline; 0
+	// when there was none.
+	RetryAfter time.Duration
 	Err        error
+
+	inURLError bool // wrapped by net/http's *url.Error, which names Method and URL
 }
 
+// Error reads as one sentence: the system, the request (unless net/http's
+// *url.Error around it names it already), the stage, and the cause, each
+// said once:
+//
+//	outbound payments: bulkhead: full
+//	outbound payments: GET "https://pay.example/v1/x": call timeout after 3 attempts (last status 503): ...
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("outbound ")
 	b.WriteString(e.System)
 	b.WriteString(": ")
-	if e.Method != "" {
+	if e.Method != "" && !e.inURLError {
 		b.WriteString(e.Method)
 		b.WriteByte(' ')
-		b.WriteString(e.URL)
+		b.WriteString(strconv.Quote(e.URL))
 		b.WriteString(": ")
 	}
-	b.WriteString(string(e.Op))
-	if e.StatusCode != 0 {
-		fmt.Fprintf(&b, " (last status %d)", e.StatusCode)
+	cause := ""
+	if e.Err != nil {
+		cause = e.Err.Error()
+		// The sentinels of this module start with their package's name;
+		// the stage says it already.
+		for _, p := range [...]string{"outbound: ", "bulkhead: ", "capbudget: "} {
+			cause = strings.TrimPrefix(cause, p)
+		}
+	}
+	// A sentinel that names its stage ("registry closed", "time budget
+	// exhausted") stands alone.
+	stage := e.Err != ErrClosed && e.Err != capbudget.ErrExhausted && e.Err != errReadAfterClose
+	if stage {
+		b.WriteString(string(e.Op))
 	}
 	if e.Attempts > 1 {
 		fmt.Fprintf(&b, " after %d attempts", e.Attempts)
 	}
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
+	switch {
+	case e.StatusCode != 0 && e.RetryAfter > 0:
+		fmt.Fprintf(&b, " (last status %d, retry after %v)", e.StatusCode, e.RetryAfter)
+	case e.StatusCode != 0:
+		fmt.Fprintf(&b, " (last status %d)", e.StatusCode)
+	}
+	if cause != "" {
+		if stage {
+			b.WriteString(": ")
+		}
+		b.WriteString(cause)
 	}
 	return b.String()
 }
@@ -109,3 +145,31 @@ func (e *Error) Timeout() bool {
 	}
 	return false
 }
+
+// joined is errors.Join on one line: its causes separated by "; ", so that
+// an error reads as one sentence in a log line.
+type joined []error
+
+// join joins two causes; either may be nil.
+func join(a, b error) error {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return joined{a, b}
+}
+
+func (j joined) Error() string {
+	var b strings.Builder
+	for i, err := range j {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(strings.TrimPrefix(err.Error(), "capbudget: "))
+	}
+	return b.String()
+}
+
+func (j joined) Unwrap() []error { return j }

@@ -44,6 +44,11 @@ func redirectPolicy(c config.Client, base *url.URL) func(req *http.Request, via 
 	}
 }
 
+// useLastResponse is HTTPClient's CheckRedirect: the pipeline has followed
+// what the policy allows already, so a 3xx that reaches net/http is the
+// caller's.
+func useLastResponse(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
 // redirectSensitive are the request headers that never follow a redirect
 // to another origin.
 var redirectSensitive = []string{"Authorization", "Proxy-Authorization", "Cookie", "Cookie2", "Idempotency-Key"}

@@ -1,27 +1,21 @@
 package registry
 
 import (
-	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/outbound-go/outbound/internal/drain"
 )
 
-// maxDrain is how much of a response body is read before it is closed, so
-// that its connection can go back to the pool. A longer body costs its
-// connection instead.
-const maxDrain = 256 << 10
-
-// drainClose reads up to maxDrain bytes of body and closes it.
-func drainClose(body io.ReadCloser) {
-	if body == nil {
-		return
-	}
-	_, _ = io.CopyN(io.Discard, body, maxDrain)
-	_ = body.Close()
+// drainClose drains resp's body within drain's size and time bounds and
+// closes it, so that its connection can go back to the pool before a
+// retry; a body that stalls costs its connection, not the call's time.
+func drainClose(resp *http.Response) {
+	_ = drain.Close(resp.Body, resp.ContentLength, nil)
 }
 
 // retryableStatus reports whether a status is temporary: 408, 429, 500,
@@ -73,9 +67,21 @@ func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 		return 0, false
 	}
 	if v[0] >= '0' && v[0] <= '9' {
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil {
-			return 0, false
+		// delay-seconds is 1*DIGIT with no upper bound: a value too
+		// large for a Duration is the longest Duration, still a valid
+		// hint (longer than any RETRY_AFTER_MAX).
+		const maxSec = int64(math.MaxInt64 / time.Second)
+		var n int64
+		for i := 0; i < len(v); i++ {
+			if v[i] < '0' || v[i] > '9' {
+				return 0, false
+			}
+			if n = n*10 + int64(v[i]-'0'); n > maxSec {
+				n = maxSec + 1
+			}
+		}
+		if n > maxSec {
+			return math.MaxInt64, true
 		}
 		return time.Duration(n) * time.Second, true
 	}

@@ -409,8 +409,13 @@ func TestParseRetryAfter(t *testing.T) {
 			{"-1", 0, false},
 			{"1.5", 0, false},
 			{"3s", 0, false},
-			{"4294967296", 0, false},
-			{"99999999999999999999", 0, false},
+			{"4294967296", 4294967296 * time.Second, true},               // issue 10 item 3: >= 2^32 is valid
+			{"9223372036", 9223372036 * time.Second, true},               // the longest Duration in whole seconds
+			{"9223372037", time.Duration(math.MaxInt64), true},           // longer: saturates
+			{"99999999999999999999", time.Duration(math.MaxInt64), true}, // saturates, never overflows
+			{"1 2", 0, false},
+			{"12a", 0, false},
+			{"+1", 0, false},
 			{"Fri, 32 Dec 1999 23:59:59 GMT", 0, false},
 			{"badbadbad", 0, false},
 		} {
@@ -470,6 +475,10 @@ func FuzzParseRetryAfter(f *testing.F) {
 		}
 		if !ok && d != 0 {
 			t.Fatalf("ParseRetryAfter(%q) = %v, false; want 0 when not ok", v, d)
+		}
+		// Any delay-seconds value, however long, is a valid hint.
+		if s := strings.TrimSpace(v); s != "" && strings.Trim(s, "0123456789") == "" && !ok {
+			t.Fatalf("ParseRetryAfter(%q) = %v, false; want a valid delay", v, d)
 		}
 	})
 }

@@ -322,3 +322,15 @@ func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// Issue 10 item 5: the provider's Retry-After reaches the service's own
+// client even when the order's budget is too short to wait for it.
+func TestIssue10RetryAfterPassedOn(t *testing.T) {
+	inv := inventoryFake(t)
+	pay := testutil.Script(t, testutil.Resp{Status: http.StatusTooManyRequests, Header: testutil.RetryAfterSeconds(1)})
+	s := start(t, inv.URL, pay.URL)
+	status, hdr, body := s.order(t, "9780441172719", 1, "X-Time-Budget", "700")
+	if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") != "1" {
+		t.Fatalf("order: %d %v (Retry-After %q), want 503 with the provider's Retry-After: 1", status, body, hdr.Get("Retry-After"))
+	}
+}

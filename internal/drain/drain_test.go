@@ -1,0 +1,58 @@
+package drain
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type stalled struct {
+	r      io.Reader
+	closed chan struct{}
+	n      atomic.Int32
+}
+
+func (s *stalled) Read(p []byte) (int, error) {
+	if n, err := s.r.Read(p); n > 0 || err == nil {
+		return n, err
+	}
+	<-s.closed // stall until closed, as a socket would
+	return 0, errors.New("closed")
+}
+
+func (s *stalled) Close() error {
+	if s.n.Add(1) == 1 {
+		close(s.closed)
+	}
+	return nil
+}
+
+// A body that stalls after a few bytes is cut after MaxWait, not held.
+func TestCloseBoundedInTime(t *testing.T) {
+	b := &stalled{r: strings.NewReader("abc"), closed: make(chan struct{})}
+	start := time.Now()
+	_ = Close(b, -1, nil)
+	if took := time.Since(start); took > 20*MaxWait {
+		t.Fatalf("Close took %v, want about %v", took, MaxWait)
+	}
+	if b.n.Load() < 1 {
+		t.Fatal("body not closed")
+	}
+}
+
+// A body known to be longer than MaxBytes is not read at all.
+func TestCloseSkipsLongBody(t *testing.T) {
+	r := strings.NewReader(strings.Repeat("x", 10))
+	_ = Close(io.NopCloser(r), MaxBytes+1, nil)
+	if r.Len() != 10 {
+		t.Fatalf("read %d bytes of a body known to be too long", 10-r.Len())
+	}
+	r = strings.NewReader(strings.Repeat("x", 10))
+	_ = Close(io.NopCloser(r), -1, nil)
+	if r.Len() != 0 {
+		t.Fatalf("left %d bytes of a short body of unknown length", r.Len())
+	}
+}
