@@ -26,7 +26,24 @@
 // (values that do not parse, rules that are broken, likely typos of a
 // setting's name) into one [*Error], so a pod with a bad environment stops
 // at start with one report that names every bad variable. Secrets (URL
-// userinfo, every query value of BASE_URL) are redacted in every message.
+// userinfo, every query value of BASE_URL) are redacted in every message,
+// and a value holding a control character is shown quoted.
+//
+// Each rule of a setting is written once, in the validate tag of its
+// [Client] field (validator/v10's tags, cross-field ones included, and the
+// custom tags baseurl, callbudget and httpsbase); the message a problem
+// shows, the reference of [Reference] (`outbound env`, its ConfigMap and
+// the README's table) are derived from it. A rule between two settings is
+// reported on the one the operator set (env over code over baseline),
+// with the other side's value and source.
+//
+// Variables under a system's prefix that are no setting are either a
+// near miss of one (PAYMENTS_CONECT_TIMEOUT: a problem, with "did you
+// mean") or not outbound's (an SDK's STRIPE_SECRET_KEY: left alone, listed
+// by [Loaded.Ignored]).
+//
+// Load reads the TLS files once, checks them and keeps what it read
+// ([Loaded.TLSFiles]) for the registry.
 //
 // The timeout rules are strict: every timeout is > 0 (zero would mean
 // "never time out"), connect < read < call, call >= connect + read + 1s,

@@ -2,6 +2,10 @@ package config_test
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +29,11 @@ func TestIssue10GoStringLoaded(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
+	key, err2 := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err2 != nil {
+		t.Fatal(err2)
+	}
+	secrets = append(secrets, key.D.String(), key.D.Text(16))
 	var cerr *config.Error
 	if !errors.As(err, &cerr) {
 		t.Fatalf("err is %T", err)
@@ -38,6 +47,7 @@ func TestIssue10GoStringLoaded(t *testing.T) {
 		"Problem":  cerr.Problems[0],
 		"*Error":   cerr,
 		"[]Var":    ls[0].Vars(),
+		"TLSFiles": config.TLSFiles{CAPEM: []byte("ca"), Cert: &tls.Certificate{PrivateKey: key}},
 	}
 	for name, v := range values {
 		outs := map[string]string{
