@@ -17,7 +17,7 @@ import (
 // Each rule of a setting is stated once, in the validate tag of its
 // [Client] field: validator/v10's own tags (gt, lte, min, max, oneof,
 // ltfield, ltefield, required_with, excluded_without, ...) where they say
-// it, and two custom field tags where they do not (baseurl, callbudget,
+// it, and three custom field tags where they do not (baseurl, callbudget,
 // httpsbase). Everything else is derived from that tag through ruleTags:
 // the check (validator), the message a problem shows (fail), the text of
 // the reference that `outbound env`, the ConfigMap and the README's table
