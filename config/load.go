@@ -143,7 +143,7 @@ func Load(systems ...System) ([]Loaded, error) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	return load(env, true, systems)
+	return load(env, systems)
 }
 
 // LoadEnv is [Load] with the environment given as a map (KEY -> value)
@@ -151,7 +151,7 @@ func Load(systems ...System) ([]Loaded, error) {
 // parallel, and for tools that check an environment they did not start
 // with. The map is only read.
 func LoadEnv(env map[string]string, systems ...System) ([]Loaded, error) {
-	return load(env, true, systems)
+	return load(env, systems)
 }
 
 // nameRE is the shape of a system name: "payments", "order-history".
@@ -183,12 +183,12 @@ func checkName(name string) string {
 // examples and tools that build clients without env. The rules and the
 // report are those of [Load].
 func LoadCode(systems ...System) ([]Loaded, error) {
-	return load(nil, false, systems)
+	return load(nil, systems)
 }
 
-// load declares and loads systems, reading env unless useEnv is false
-// ("code only"). It is the one path by which values are read.
-func load(env map[string]string, useEnv bool, systems []System) ([]Loaded, error) {
+// load declares and loads systems, reading env (nil for "code only"). It
+// is the one path by which values are read.
+func load(env map[string]string, systems []System) ([]Loaded, error) {
 	var probs []Problem
 
 	// Declare: code first, then OUTBOUND_SYSTEMS.
