@@ -14,7 +14,8 @@
 //
 // Text that does not parse as a URL is redacted more, never less: all
 // between the scheme and the last '@', and all from the first '?' or '#'.
-// [Printable] quotes text holding control characters (CR, LF, ANSI
+// [BaseURL] also treats an '@' that url.Parse left in the path as the end
+// of userinfo ([UserinfoOutsideAuthority]). [Printable] quotes text holding control characters (CR, LF, ANSI
 // escapes), so a value cannot forge a line of a report or a terminal.
 //
 // Every function is safe for concurrent use and never panics.
@@ -48,13 +49,13 @@ var schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
 // URL returns s with its userinfo, its fragment and the query values of
 // every name not known to be safe replaced by [Mark]. For request URLs.
 func URL(s string) string {
-	return redact(s, func(name string) bool { return !safeParams[strings.ToLower(name)] })
+	return redact(s, false, func(name string) bool { return !safeParams[strings.ToLower(name)] })
 }
 
 // BaseURL returns s with its userinfo, its fragment and every query value
 // replaced by [Mark]. For a system's BASE_URL.
 func BaseURL(s string) string {
-	return redact(s, func(string) bool { return true })
+	return redact(s, true, func(string) bool { return true })
 }
 
 // UserinfoOutsideAuthority reports whether s holds an '@' that url.Parse
@@ -91,10 +92,15 @@ func hiddenUserinfo(s string) (start int, ok bool) {
 }
 
 // redact hides userinfo, the fragment and the values of the query names
-// secret says are secret.
-func redact(s string, secret func(name string) bool) string {
+// secret says are secret. With strict, text that holds userinfo outside
+// its parsed authority (see UserinfoOutsideAuthority) is redacted as if
+// it did not parse: a configured BASE_URL is refused for it, and its
+// password must not show. A request URL that parses is shown as what was
+// requested (host, then a path that may well hold an '@').
+func redact(s string, strict bool, secret func(name string) bool) string {
 	u, err := url.Parse(s)
-	if start, hidden := hiddenUserinfo(s); err != nil || hidden {
+	start, hidden := hiddenUserinfo(s)
+	if err != nil || (strict && hidden) {
 		// In text that does not parse, userinfo may hold any byte ('/',
 		// '?' and '#' included): redact everything between the scheme and
 		// the last '@'.

@@ -49,8 +49,13 @@ func TestUserinfoOutsideAuthority(t *testing.T) {
 			t.Errorf("UserinfoOutsideAuthority(%q) = %v, want %v", s, got, want)
 		}
 	}
-	if got := URL("https://user:12/secret@host/v1"); strings.Contains(got, "secret") || strings.Contains(got, "user") {
-		t.Errorf("URL shows the password: %q", got)
+	if got := BaseURL("https://user:12/secret@host/v1"); strings.Contains(got, "secret") || strings.Contains(got, "user") {
+		t.Errorf("BaseURL shows the password: %q", got)
+	}
+	// A request URL that parses is what was requested: host api, a path
+	// with an '@'.
+	if got, want := URL("https://api:8443/users/me@example.com"), "https://api:8443/users/me@example.com"; got != want {
+		t.Errorf("URL = %q, want %q", got, want)
 	}
 }
 
