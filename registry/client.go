@@ -2,8 +2,8 @@ package registry
 
 import (
 	"context"
-	"errors"
 	"crypto/tls"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
