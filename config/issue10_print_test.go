@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"testing"
 
 	"github.com/outbound-go/outbound/config"
@@ -33,7 +34,12 @@ func TestIssue10GoStringLoaded(t *testing.T) {
 	if err2 != nil {
 		t.Fatal(err2)
 	}
-	secrets = append(secrets, key.D.String(), key.D.Text(16))
+	kb, err2 := key.Bytes()
+	if err2 != nil {
+		t.Fatal(err2)
+	}
+	d := new(big.Int).SetBytes(kb) // how %v prints the private scalar
+	secrets = append(secrets, d.String(), d.Text(16))
 	var cerr *config.Error
 	if !errors.As(err, &cerr) {
 		t.Fatalf("err is %T", err)
