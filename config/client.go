@@ -13,127 +13,129 @@ import (
 // Client holds the settings of one external system. The zero value is not
 // valid: start from [Baseline] or let [Load] fill it.
 //
-// Every field is read from the variable <PREFIX>_<env tag>. Its rules are
-// stated once, in its validate tag (validator/v10 syntax, plus the custom
-// tags baseurl, callbudget and httpsbase; see rules.go), and its TLS file
-// kind in its file tag: validation, problem messages, `outbound env`, the
-// generated ConfigMap and the README's table are all derived from them.
-// The baseline of each field is in [Baseline].
+// Every field is read from the variable <PREFIX>_<NAME>, where envconfig
+// names NAME after the field (split_words: ConnectTimeout reads
+// CONNECT_TIMEOUT; an envconfig tag where an acronym would split wrongly).
+// Its rules are stated once, in its validate tag (validator/v10 syntax,
+// plus the custom tags baseurl, callbudget and httpsbase; see rules.go),
+// and its TLS file kind in its file tag: validation, problem messages,
+// `outbound env`, the generated ConfigMap and the README's table are all
+// derived from them. The baseline of each field is in [Baseline].
 type Client struct {
 	// BaseURL is the absolute http or https URL that relative request URLs
 	// resolve against. Required; userinfo and token-like query parameters
 	// are redacted in every report.
-	BaseURL string `env:"BASE_URL" validate:"baseurl" secret:"url" desc:"absolute http(s) URL of the system; relative request paths resolve against it"`
+	BaseURL string `split_words:"true" validate:"baseurl" secret:"url" desc:"absolute http(s) URL of the system; relative request paths resolve against it"`
 
 	// ConnectTimeout bounds the TCP handshake (net.Dialer.Timeout).
 	// Baseline 2s: one data centre. Use ~5s over the internet.
-	ConnectTimeout time.Duration `env:"CONNECT_TIMEOUT" validate:"gt=0,ltfield=ReadTimeout" desc:"bound on the TCP connect"`
+	ConnectTimeout time.Duration `split_words:"true" validate:"gt=0,ltfield=ReadTimeout" desc:"bound on the TCP connect"`
 
 	// TLSHandshakeTimeout bounds the TLS handshake. Baseline 3s.
-	TLSHandshakeTimeout time.Duration `env:"TLS_HANDSHAKE_TIMEOUT" validate:"gt=0,ltefield=ReadTimeout" desc:"bound on the TLS handshake"`
+	TLSHandshakeTimeout time.Duration `split_words:"true" validate:"gt=0,ltefield=ReadTimeout" desc:"bound on the TLS handshake"`
 
 	// ReadTimeout bounds the wait for the response headers once the
 	// request is written (Transport.ResponseHeaderTimeout). Baseline 10s,
 	// a fast API; 30s for heavy ones; never more than 60s.
-	ReadTimeout time.Duration `env:"READ_TIMEOUT" validate:"gt=0,lte=60s" desc:"bound on the wait for response headers; a longer wait is a job for an asynchronous call (202 + polling)" why:"lte:a synchronous call should not wait longer for its response; make the call asynchronous (202 Accepted + polling)"`
+	ReadTimeout time.Duration `split_words:"true" validate:"gt=0,lte=60s" desc:"bound on the wait for response headers; a longer wait is a job for an asynchronous call (202 + polling)" why:"lte:a synchronous call should not wait longer for its response; make the call asynchronous (202 Accepted + polling)"`
 
 	// CallTimeout bounds the whole call, retries and body read included,
 	// like http.Client.Timeout. A shorter caller deadline always wins.
 	// Baseline 15s.
-	CallTimeout time.Duration `env:"CALL_TIMEOUT" validate:"gt=0,callbudget" desc:"bound on the whole call, retries and body included"`
+	CallTimeout time.Duration `split_words:"true" validate:"gt=0,callbudget" desc:"bound on the whole call, retries and body included"`
 
 	// IdleConnTimeout closes pooled connections idle for this long.
 	// Baseline 90s.
-	IdleConnTimeout time.Duration `env:"IDLE_CONN_TIMEOUT" validate:"gt=0,lte=10m" desc:"how long an idle pooled connection is kept"`
+	IdleConnTimeout time.Duration `split_words:"true" validate:"gt=0,lte=10m" desc:"how long an idle pooled connection is kept"`
 
 	// MaxConcurrent is the bulkhead: calls in flight at once. It also
 	// sizes the connection pool (MaxIdleConnsPerHost and MaxConnsPerHost).
 	// Baseline 32.
-	MaxConcurrent int `env:"MAX_CONCURRENT" validate:"min=1,max=10000" desc:"calls in flight at once (bulkhead); also sizes the connection pool"`
+	MaxConcurrent int `split_words:"true" validate:"min=1,max=10000" desc:"calls in flight at once (bulkhead); also sizes the connection pool"`
 
 	// BulkheadMaxWait is how long a call waits for a free slot when
 	// MaxConcurrent calls are in flight. 0 (the baseline) rejects at once
 	// with bulkhead.ErrFull. The wait counts against CallTimeout.
-	BulkheadMaxWait time.Duration `env:"BULKHEAD_MAX_WAIT" validate:"gte=0,ltfield=CallTimeout" desc:"how long a call waits for a bulkhead slot; 0 rejects at once"`
+	BulkheadMaxWait time.Duration `split_words:"true" validate:"gte=0,ltfield=CallTimeout" desc:"how long a call waits for a bulkhead slot; 0 rejects at once"`
 
 	// Retries is the number of retries after the first attempt, for
 	// requests that are safe to replay. Baseline 2. For a system that
 	// never retries, start its [System].Defaults from [Baseline] and set
 	// Retries to 0.
-	Retries int `env:"RETRIES" validate:"min=0,max=10" desc:"retries after the first attempt (idempotent requests only)"`
+	Retries int `split_words:"true" validate:"min=0,max=10" desc:"retries after the first attempt (idempotent requests only)"`
 
 	// BackoffBase is the first retry's backoff ceiling; it doubles per
 	// retry up to BackoffMax, with full jitter. Baseline 100ms.
-	BackoffBase time.Duration `env:"BACKOFF_BASE" validate:"gt=0,ltefield=BackoffMax" desc:"backoff before the first retry (doubles, full jitter)"`
+	BackoffBase time.Duration `split_words:"true" validate:"gt=0,ltefield=BackoffMax" desc:"backoff before the first retry (doubles, full jitter)"`
 
 	// BackoffMax caps the backoff. Baseline 2s.
-	BackoffMax time.Duration `env:"BACKOFF_MAX" validate:"gt=0" desc:"cap on the backoff between retries"`
+	BackoffMax time.Duration `split_words:"true" validate:"gt=0" desc:"cap on the backoff between retries"`
 
 	// RetryAfterMax is the longest Retry-After the client honours; a
 	// longer hint ends the call with the response instead of waiting.
 	// Baseline 10s.
-	RetryAfterMax time.Duration `env:"RETRY_AFTER_MAX" validate:"gt=0" desc:"longest Retry-After hint honoured; longer hints end the call"`
+	RetryAfterMax time.Duration `split_words:"true" validate:"gt=0" desc:"longest Retry-After hint honoured; longer hints end the call"`
 
 	// OmitTimeBudget stops the client from sending X-Time-Budget (the
 	// milliseconds left of the call) on each attempt. Set it for third
 	// parties, who have no use for an internal budget. Baseline false.
-	OmitTimeBudget bool `env:"OMIT_TIME_BUDGET" desc:"do not send X-Time-Budget (e.g. to third parties)"`
+	OmitTimeBudget bool `split_words:"true" desc:"do not send X-Time-Budget (e.g. to third parties)"`
 
 	// RetryBudgetRatio caps retries at this fraction of recent calls, so
 	// retries cannot turn an outage into a storm. Baseline 0.2.
-	RetryBudgetRatio float64 `env:"RETRY_BUDGET_RATIO" validate:"gt=0,lte=1" desc:"retries allowed as a fraction of recent calls"`
+	RetryBudgetRatio float64 `split_words:"true" validate:"gt=0,lte=1" desc:"retries allowed as a fraction of recent calls"`
 
 	// RetryBudgetMinPerSec is the floor of retries per second always
 	// allowed by the retry budget. Baseline 10.
-	RetryBudgetMinPerSec int `env:"RETRY_BUDGET_MIN_PER_SEC" validate:"min=0,max=10000" desc:"retries per second always allowed by the retry budget"`
+	RetryBudgetMinPerSec int `split_words:"true" validate:"min=0,max=10000" desc:"retries per second always allowed by the retry budget"`
 
 	// BreakerFailureRatio opens the breaker when this fraction of the
 	// attempts in the window failed. Baseline 0.5.
-	BreakerFailureRatio float64 `env:"BREAKER_FAILURE_RATIO" validate:"gt=0,lte=1" desc:"failure ratio in the window that opens the breaker"`
+	BreakerFailureRatio float64 `split_words:"true" validate:"gt=0,lte=1" desc:"failure ratio in the window that opens the breaker"`
 
 	// BreakerMinRequests is the number of attempts in the window before
 	// the ratio is judged. Baseline 20.
-	BreakerMinRequests int `env:"BREAKER_MIN_REQUESTS" validate:"min=1,max=100000" desc:"attempts in the window before the failure ratio counts"`
+	BreakerMinRequests int `split_words:"true" validate:"min=1,max=100000" desc:"attempts in the window before the failure ratio counts"`
 
 	// BreakerWindow is the rolling window the ratio is computed over, in
 	// ten buckets. Baseline 30s.
-	BreakerWindow time.Duration `env:"BREAKER_WINDOW" validate:"gte=1s,lte=1h" desc:"rolling window of the failure ratio (10 buckets)"`
+	BreakerWindow time.Duration `split_words:"true" validate:"gte=1s,lte=1h" desc:"rolling window of the failure ratio (10 buckets)"`
 
 	// BreakerOpenTimeout is how long the breaker stays open before it lets
 	// probes through (half-open). Baseline 15s.
-	BreakerOpenTimeout time.Duration `env:"BREAKER_OPEN_TIMEOUT" validate:"gt=0,lte=1h" desc:"time open before probes are let through"`
+	BreakerOpenTimeout time.Duration `split_words:"true" validate:"gt=0,lte=1h" desc:"time open before probes are let through"`
 
 	// BreakerHalfOpenProbes is the number of probes let through when
 	// half-open; that many successes close the breaker, one failure opens
 	// it again. Baseline 3.
-	BreakerHalfOpenProbes int `env:"BREAKER_HALF_OPEN_PROBES" validate:"min=1,max=1000" desc:"probes let through when half-open; all must succeed to close"`
+	BreakerHalfOpenProbes int `split_words:"true" validate:"min=1,max=1000" desc:"probes let through when half-open; all must succeed to close"`
 
 	// FollowRedirects is the redirect policy: "none", "same-host" (the
 	// baseline: only to the same scheme and host) or "any".
-	FollowRedirects string `env:"FOLLOW_REDIRECTS" validate:"oneof=none same-host any" desc:"redirect policy: none, same-host or any"`
+	FollowRedirects string `split_words:"true" validate:"oneof=none same-host any" desc:"redirect policy: none, same-host or any"`
 
 	// MaxRedirects caps the redirects followed in one call. Baseline 3.
-	MaxRedirects int `env:"MAX_REDIRECTS" validate:"min=0,max=20" desc:"redirects followed in one call at most"`
+	MaxRedirects int `split_words:"true" validate:"min=0,max=20" desc:"redirects followed in one call at most"`
 
 	// TLSCAFile is a PEM bundle of CAs trusted in addition to the system
 	// roots (or alone, with TLSCAOnly). Empty: system roots only.
-	TLSCAFile string `env:"TLS_CA_FILE" file:"ca" desc:"PEM bundle of extra trusted CAs"`
+	TLSCAFile string `envconfig:"TLS_CA_FILE" file:"ca" desc:"PEM bundle of extra trusted CAs"`
 
 	// TLSCAOnly trusts TLSCAFile alone instead of adding it to the system
 	// roots. Baseline false.
-	TLSCAOnly bool `env:"TLS_CA_ONLY" validate:"excluded_without=TLSCAFile" desc:"trust TLS_CA_FILE alone, not the system roots"`
+	TLSCAOnly bool `envconfig:"TLS_CA_ONLY" validate:"excluded_without=TLSCAFile" desc:"trust TLS_CA_FILE alone, not the system roots"`
 
 	// TLSCertFile and TLSKeyFile are the client certificate and key for
 	// mTLS, both or neither. They are re-read when the files change.
-	TLSCertFile string `env:"TLS_CERT_FILE" validate:"required_with=TLSKeyFile,httpsbase" file:"cert" desc:"client certificate (PEM) for mTLS"`
-	TLSKeyFile  string `env:"TLS_KEY_FILE" validate:"required_with=TLSCertFile" file:"key" desc:"client private key (PEM) for mTLS"`
+	TLSCertFile string `split_words:"true" validate:"required_with=TLSKeyFile,httpsbase" file:"cert" desc:"client certificate (PEM) for mTLS"`
+	TLSKeyFile  string `split_words:"true" validate:"required_with=TLSCertFile" file:"key" desc:"client private key (PEM) for mTLS"`
 
 	// TLSServerName overrides the name used for SNI and verification.
-	TLSServerName string `env:"TLS_SERVER_NAME" validate:"omitempty,hostname_rfc1123" desc:"name for SNI and certificate verification"`
+	TLSServerName string `split_words:"true" validate:"omitempty,hostname_rfc1123" desc:"name for SNI and certificate verification"`
 
 	// TLSMinVersion is the lowest TLS version accepted: "1.2" (baseline)
 	// or "1.3".
-	TLSMinVersion string `env:"TLS_MIN_VERSION" validate:"oneof=1.2 1.3" desc:"lowest TLS version accepted"`
+	TLSMinVersion string `split_words:"true" validate:"oneof=1.2 1.3" desc:"lowest TLS version accepted"`
 
 	// whole is set by [Baseline]: a Client that starts from it is taken
 	// whole as [System].Defaults, zero fields included.

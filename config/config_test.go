@@ -1204,14 +1204,18 @@ func TestReference(t *testing.T) {
 			t.Errorf("%s: Reference sets Value/Source: %+v", v.Name, v)
 		}
 	}
+	// Every field of Client is one variable per system, named by envconfig.
+	perSetting := map[string]int{}
+	for _, v := range refs {
+		perSetting[config.Prefix(v.System)+" "+v.Setting]++
+	}
 	for _, sys := range []string{"PAYMENTS", "INVENTORY"} {
 		for i := range ct.NumField() {
 			if !ct.Field(i).IsExported() {
 				continue
 			}
-			name := sys + "_" + ct.Field(i).Tag.Get("env")
-			if seen[name] != 1 {
-				t.Errorf("%s appears %d times, want 1", name, seen[name])
+			if n := perSetting[sys+" "+ct.Field(i).Name]; n != 1 {
+				t.Errorf("%s %s has %d variables, want 1", sys, ct.Field(i).Name, n)
 			}
 		}
 	}

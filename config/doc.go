@@ -9,25 +9,28 @@
 // environment. Systems are declared in code, in OUTBOUND_SYSTEMS
 // ("payments,inventory"), or both.
 //
-// Values are checked with github.com/go-playground/validator/v10 and read
-// by this package, not by github.com/kelseyhightower/envconfig, for three
-// reasons. envconfig.Process stops at the first value that does not parse
-// (and its ParseError has no Unwrap), where [Load] must name every bad
-// variable of every system in one report. It reads only the process
-// environment, through its own lookup, so a load could not be given an
-// environment ([LoadEnv]) and tests would have to serialise on t.Setenv.
-// And it fills typed fields without saying which came from the
-// environment, which every report shows ("(baseline default)"). What it
-// would add, the name PREFIX_SUFFIX, is a concatenation here. So one loop
-// (loadSystem) reads each PREFIX_SUFFIX from the given environment,
-// parses it with the standard library (time.ParseDuration,
-// strconv.ParseInt, ...) and records its source; validator/v10 then checks
-// the struct. [Load] collects every problem of every field of every system
-// (values that do not parse, rules that are broken, likely typos of a
-// setting's name) into one [*Error], so a pod with a bad environment stops
-// at start with one report that names every bad variable. Secrets (URL
-// userinfo, every query value of BASE_URL) are redacted in every message,
-// and a value holding a control character is shown quoted.
+// Each setting's variable name comes from github.com/kelseyhightower/envconfig:
+// the fields of [Client] carry its split_words tag (ConnectTimeout reads
+// PAYMENTS_CONNECT_TIMEOUT) or, where its convention would split an
+// acronym wrongly, its envconfig tag (TLS_CA_FILE), and this package asks
+// envconfig.Usagef for every name once. That is the part of envconfig that
+// fits here. Its Process does not read the values, for three reasons: it
+// stops at the first value that does not parse (and its ParseError has no
+// Unwrap), where [Load] must name every bad variable of every system in
+// one report; it reads only the process environment, through its own
+// lookup, so a load could not be given an environment ([LoadEnv]) and
+// tests would have to serialise on t.Setenv; and it fills typed fields
+// without saying which came from the environment, which every report shows
+// ("(baseline default)"). So one loop (loadSystem) reads each name from
+// the given environment, parses it with the standard library
+// (time.ParseDuration, strconv.ParseInt, ...) and records its source;
+// github.com/go-playground/validator/v10 then checks the struct. [Load]
+// collects every problem of every field of every system (values that do
+// not parse, rules that are broken, likely typos of a setting's name) into
+// one [*Error], so a pod with a bad environment stops at start with one
+// report that names every bad variable. Secrets (URL userinfo, every query
+// value of BASE_URL) are redacted in every message, and a value holding a
+// control character is shown quoted.
 //
 // Each rule of a setting is written once, in the validate tag of its
 // [Client] field (validator/v10's tags, cross-field ones included, and the

@@ -1,11 +1,15 @@
 package config
 
 import (
-	"github.com/outbound-go/outbound/internal/redact"
-
+	"bytes"
+	"fmt"
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/outbound-go/outbound/internal/redact"
 )
 
 // field describes one setting of [Client], read from its struct tags.
@@ -58,8 +62,29 @@ var fieldByGoName = func() map[string]*field {
 
 var durationType = reflect.TypeFor[time.Duration]()
 
+// envNames asks envconfig for the name of the variable of every field of
+// [Client] under a prefix, keyed by Go field name: its split_words
+// convention (ConnectTimeout reads CONNECT_TIMEOUT), or the envconfig tag
+// where the convention would split an acronym wrongly (TLSCAFile would
+// read TLSCA_FILE). The names are envconfig's; the reading is this
+// package's (see the package doc for why).
+func envNames() map[string]string {
+	const prefix = "P"
+	var buf bytes.Buffer
+	if err := envconfig.Usagef(prefix, &Client{}, &buf, "{{range .}}{{.Name}} {{.Key}}\n{{end}}"); err != nil {
+		panic(fmt.Sprintf("config: envconfig cannot name Client's variables: %v", err))
+	}
+	names := map[string]string{}
+	for line := range strings.Lines(buf.String()) {
+		goName, key, _ := strings.Cut(strings.TrimSpace(line), " ")
+		names[goName] = strings.TrimPrefix(key, prefix+"_")
+	}
+	return names
+}
+
 func buildFields() []field {
 	t := reflect.TypeFor[Client]()
+	names := envNames()
 	out := make([]field, 0, t.NumField())
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -69,7 +94,7 @@ func buildFields() []field {
 		f := field{
 			index:  i,
 			goName: sf.Name,
-			suffix: sf.Tag.Get("env"),
+			suffix: names[sf.Name],
 			kind:   sf.Type.Kind(),
 			secret: sf.Tag.Get("secret") != "",
 			desc:   sf.Tag.Get("desc"),
