@@ -19,8 +19,12 @@ import (
 	"github.com/outbound-go/outbound/adapters/inventory"
 	"github.com/outbound-go/outbound/adapters/payments"
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/health"
+	"github.com/outbound-go/outbound/metrics"
 	"github.com/outbound-go/outbound/registry"
 	"github.com/outbound-go/outbound/statuspage"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 const (
@@ -92,7 +96,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			"for them in code, drives a bounded load through it and shows, every second,\n"+
 			"each system's calls, retries, breaker, bulkhead and latency; then explains\n"+
 			"what tripped, what was shed and what stayed fast. The live status page of\n"+
-			"the registry (package statuspage) is served on --status-addr, loopback only.\n"+
+			"the registry (package statuspage), its Prometheus /metrics and the /healthz\n"+
+			"and /readyz probes are served on --status-addr, loopback only.\n"+
 			"No environment is needed: INVENTORY_*, CATALOG_*, PAYMENTS_* and SHIPPING_*\n"+
 			"variables, if set, tune the systems (BASE_URL excepted: the demo only talks\n"+
 			"to its own fakes).\n"+
@@ -136,20 +141,26 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		d.stats[name] = &sysStats{reasons: map[string]uint64{}}
 	}
 	rec := statuspage.NewRecorder() // the status page's latencies, last errors, breaker changes
+	promReg := prometheus.NewRegistry() // the demo's own: /metrics shows outbound's series only
+	mets := metrics.New(promReg)
 	reg, err := registry.New(loaded,
 		registry.WithObserver(&demoObserver{start: d.start, stats: d.stats, events: d.events}),
-		registry.WithObserver(rec))
+		registry.WithObserver(rec), registry.WithObserver(mets))
 	if err != nil {
 		fmt.Fprintf(stderr, "outbound demo: %v\n", err)
 		return exitInvalid
 	}
 	defer reg.Close()
+	if err := mets.Watch(reg); err != nil {
+		fmt.Fprintf(stderr, "outbound demo: metrics: %v\n", err)
+		return exitInvalid
+	}
 	d.reg, d.loaded = reg, loaded
 	d.calls = demoCalls(reg)
 
 	statusURL := ""
 	if *statusAddr != "" {
-		url, stop, note, err := startStatus(*statusAddr, statuspage.Handler(reg, rec))
+		url, stop, note, err := startStatus(*statusAddr, demoMux(reg, rec, promReg))
 		if err != nil {
 			fmt.Fprintf(stderr, "outbound demo: status page: %v\n", err)
 			return exitInvalid
@@ -394,7 +405,22 @@ func (d *demo) header(w io.Writer, workers int, duration time.Duration, statusUR
 	fmt.Fprintln(w)
 	if statusURL != "" {
 		fmt.Fprintf(w, "\nstatus page (live, open it in a browser): %s\n", statusURL)
+		fmt.Fprintf(w, "metrics (Prometheus):                     %smetrics\n", statusURL)
+		fmt.Fprintf(w, "health (liveness, readiness):             %shealthz %sreadyz\n", statusURL, statusURL)
 	}
+}
+
+// demoMux serves, on one server, the status page at /, the Prometheus
+// metrics of the demo's registry at /metrics (package metrics, on its own
+// prometheus registry) and the probes at /healthz and /readyz (package
+// health), as a service would.
+func demoMux(reg *registry.Registry, rec *statuspage.Recorder, promReg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
+	mux.Handle("/healthz", health.Liveness())
+	mux.Handle("/readyz", health.Readiness(reg, nil))
+	mux.Handle("/", statuspage.Handler(reg, rec))
+	return mux
 }
 
 // isTerminal reports whether w is a character device, where the live

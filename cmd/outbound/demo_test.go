@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"regexp"
@@ -78,6 +79,7 @@ func TestDemo(t *testing.T) {
 		t.Errorf("status page on the busy address %s", statusURL)
 	}
 	checkStatus(t, statusURL)
+	checkProbes(t, out.String(), statusURL)
 
 	var code int
 	select {
@@ -111,6 +113,45 @@ func TestDemo(t *testing.T) {
 	}
 	if strings.Contains(got, "\x1b[") {
 		t.Error("--plain output has ANSI sequences")
+	}
+}
+
+// checkProbes checks that the demo prints the URLs of /metrics, /healthz
+// and /readyz beside the status page's, and serves them on the same
+// server (issue 10 item 16): Prometheus text with outbound's series, and
+// the two probes' JSON.
+func checkProbes(t *testing.T, out, url string) {
+	t.Helper()
+	for _, p := range []string{"metrics", "healthz", "readyz"} {
+		if !strings.Contains(out, url+p) {
+			t.Errorf("the output does not print %s%s:\n%s", url, p, out)
+		}
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	for _, c := range []struct{ path, want string }{
+		{"metrics", "outbound_attempt_duration_seconds"},
+		{"healthz", `"ok"`},
+		{"readyz", `"systems"`},
+	} {
+		var body string
+		// The metrics appear with the first calls: poll a little.
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			resp, err := client.Get(url + c.path)
+			if err != nil {
+				t.Fatalf("%s: %v", c.path, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			if resp.StatusCode/100 == 2 && strings.Contains(body, c.want) || time.Now().After(deadline) {
+				if !strings.Contains(body, c.want) {
+					t.Errorf("GET %s: %d, body lacks %q:\n%.300s", c.path, resp.StatusCode, c.want, body)
+				}
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }
 

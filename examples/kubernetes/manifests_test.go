@@ -367,3 +367,29 @@ func TestDeployment(t *testing.T) {
 		t.Error("the init container's environment differs from the service's")
 	}
 }
+
+// Issue 10 item 17: the README describes the ConfigMap as it is. Every
+// value but OUTBOUND_SYSTEMS is commented out, so the README must say so
+// and must not claim that the ConfigMap pins the baseline values.
+func TestIssue10ReadmeMatchesConfigMap(t *testing.T) {
+	cm, err := os.ReadFile("configmap.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Data map[string]string `yaml:"data"`
+	}
+	if err := yaml.Unmarshal(cm, &m); err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(readme)), " ")
+	if len(m.Data) == 1 {
+		if strings.Contains(text, "pins the baseline values") || !strings.Contains(text, "commented out") {
+			t.Errorf("configmap.yaml sets only %v, but the README does not say its values are commented out", m.Data)
+		}
+	}
+}
