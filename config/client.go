@@ -202,9 +202,9 @@ func withDefaults(d Client) Client {
 	}
 	out := Baseline()
 	ov, dv := reflect.ValueOf(&out).Elem(), reflect.ValueOf(d)
-	for i := range fieldTable {
-		if f := dv.Field(fieldTable[i].index); !f.IsZero() {
-			ov.Field(fieldTable[i].index).Set(f)
+	for i := range fields().all {
+		if f := dv.Field(fields().all[i].index); !f.IsZero() {
+			ov.Field(fields().all[i].index).Set(f)
 		}
 	}
 	return out
@@ -220,8 +220,8 @@ func codeSources(d Client, sources []Source) {
 		ref = Baseline() // a whole Defaults sets what is not the baseline
 	}
 	rv := reflect.ValueOf(&ref).Elem()
-	for i := range fieldTable {
-		if j := fieldTable[i].index; !dv.Field(j).Equal(rv.Field(j)) {
+	for i := range fields().all {
+		if j := fields().all[i].index; !dv.Field(j).Equal(rv.Field(j)) {
 			sources[i] = FromCode
 		}
 	}
@@ -234,8 +234,8 @@ func (c Client) String() string {
 	v := reflect.ValueOf(c)
 	var b strings.Builder
 	b.WriteByte('{')
-	for i := range fieldTable {
-		f := &fieldTable[i]
+	for i := range fields().all {
+		f := &fields().all[i]
 		if i > 0 {
 			b.WriteByte(' ')
 		}
@@ -263,8 +263,8 @@ func (c Client) MarshalJSON() ([]byte, error) {
 	v := reflect.ValueOf(c)
 	var b []byte
 	b = append(b, '{')
-	for i := range fieldTable {
-		f := &fieldTable[i]
+	for i := range fields().all {
+		f := &fields().all[i]
 		if i > 0 {
 			b = append(b, ',')
 		}

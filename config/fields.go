@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -39,26 +40,25 @@ func (f *field) param(tag string) string {
 	return ""
 }
 
-// fieldTable is derived once from Client's tags and never changes.
-var fieldTable = buildFields()
+// fieldSet is every setting of [Client], derived from its tags on first
+// use (not at package init: a service pays for it when it loads) and
+// never changed after.
+type fieldSet struct {
+	all      []field
+	bySuffix map[string]*field // CONNECT_TIMEOUT
+	byGoName map[string]*field // ConnectTimeout
+}
 
-// fieldBySuffix maps CONNECT_TIMEOUT to its field.
-var fieldBySuffix = func() map[string]*field {
-	m := make(map[string]*field, len(fieldTable))
-	for i := range fieldTable {
-		m[fieldTable[i].suffix] = &fieldTable[i]
+var fields = sync.OnceValue(func() *fieldSet {
+	fs := &fieldSet{all: buildFields()}
+	fs.bySuffix = make(map[string]*field, len(fs.all))
+	fs.byGoName = make(map[string]*field, len(fs.all))
+	for i := range fs.all {
+		fs.bySuffix[fs.all[i].suffix] = &fs.all[i]
+		fs.byGoName[fs.all[i].goName] = &fs.all[i]
 	}
-	return m
-}()
-
-// fieldByGoName maps ConnectTimeout to its field.
-var fieldByGoName = func() map[string]*field {
-	m := make(map[string]*field, len(fieldTable))
-	for i := range fieldTable {
-		m[fieldTable[i].goName] = &fieldTable[i]
-	}
-	return m
-}()
+	return fs
+})
 
 var durationType = reflect.TypeFor[time.Duration]()
 

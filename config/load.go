@@ -121,7 +121,7 @@ func (l Loaded) MarshalJSON() ([]byte, error) {
 // SourceOf says where the setting with the given env suffix
 // ("CONNECT_TIMEOUT") came from.
 func (l Loaded) SourceOf(suffix string) Source {
-	f, ok := fieldBySuffix[suffix]
+	f, ok := fields().bySuffix[suffix]
 	if !ok || f.index >= len(l.sources) {
 		return FromBaseline
 	}
@@ -297,15 +297,15 @@ func sourceOfWhere(where string) Source {
 // over the system's defaults and validates the result.
 func loadSystem(s System, env map[string]string) (Loaded, []Problem) {
 	l := Loaded{Name: s.Name, Prefix: Prefix(s.Name), Client: withDefaults(s.Defaults), defaults: s.Defaults}
-	l.sources = make([]Source, len(fieldTable))
-	l.raw = make([]string, len(fieldTable))
+	l.sources = make([]Source, len(fields().all))
+	l.raw = make([]string, len(fields().all))
 	codeSources(s.Defaults, l.sources)
 
 	var probs []Problem
 	cv := reflect.ValueOf(&l.Client).Elem()
 	bad := make(map[string]bool)
-	for i := range fieldTable {
-		f := &fieldTable[i]
+	for i := range fields().all {
+		f := &fields().all[i]
 		text, set := env[l.Prefix+"_"+f.suffix]
 		if !set {
 			continue
@@ -337,11 +337,11 @@ func loadSystem(s System, env map[string]string) (Loaded, []Problem) {
 // included. It returns l, valid, or an [*Error] with every problem.
 // Values shown in problems are the edited ones.
 func Revalidate(l Loaded) (Loaded, error) {
-	if len(l.sources) != len(fieldTable) {
+	if len(l.sources) != len(fields().all) {
 		return l, &Error{Problems: []Problem{{System: l.Name, Var: "code", Value: l.Name,
 			Rule: "settings not loaded by config.Load or config.LoadCode"}}}
 	}
-	l.raw = make([]string, len(fieldTable)) // the environment's text no longer applies
+	l.raw = make([]string, len(fields().all)) // the environment's text no longer applies
 	probs := check(&l, nil)
 	tlsProbs, warns, files := checkTLSFiles(&l, nil, time.Now())
 	l.tls = tlsState{read: true, files: files, warns: warns}

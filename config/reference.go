@@ -33,8 +33,8 @@ func Reference(systems ...System) []Var {
 		}
 		d := reflect.ValueOf(withDefaults(s.Defaults))
 		p := Prefix(s.Name)
-		for i := range fieldTable {
-			f := &fieldTable[i]
+		for i := range fields().all {
+			f := &fields().all[i]
 			out = append(out, Var{
 				System:      s.Name,
 				Name:        p + "_" + f.suffix,
@@ -56,7 +56,7 @@ func (l Loaded) Vars() []Var {
 	out := Reference(System{Name: l.Name, Defaults: l.defaults})
 	v := reflect.ValueOf(l.Client)
 	for i := range out {
-		f := fieldBySuffix[strings.TrimPrefix(out[i].Name, l.Prefix+"_")]
+		f := fields().bySuffix[strings.TrimPrefix(out[i].Name, l.Prefix+"_")]
 		out[i].Value = f.format(v.Field(f.index))
 		out[i].Source = l.SourceOf(f.suffix).String()
 	}

@@ -142,7 +142,7 @@ func check(l *Loaded, skip map[string]bool) []Problem {
 	}
 	var probs []Problem
 	for _, fe := range verrs {
-		f, ok := fieldByGoName[fe.StructField()]
+		f, ok := fields().byGoName[fe.StructField()]
 		if !ok || skip[f.goName] {
 			continue
 		}
@@ -186,7 +186,7 @@ func one(p string) []string { return []string{p} }
 
 // suffixOf names a field, given by its Go name, by its variable suffix.
 func suffixOf(goName string) string {
-	if f, ok := fieldByGoName[goName]; ok {
+	if f, ok := fields().byGoName[goName]; ok {
 		return f.suffix
 	}
 	return goName
@@ -234,7 +234,7 @@ func ordered(sym, inv string) ruleTag {
 		doc:    func(_ *field, p string) string { return sym + " " + suffixOf(p) },
 		others: one,
 		blame: func(f *field, p string, l *Loaded) (*field, string) {
-			o := fieldByGoName[p]
+			o := fields().byGoName[p]
 			if l.sources[o.index] > l.sources[f.index] {
 				return o, "must be " + inv + " " + side(l, f)
 			}
@@ -247,7 +247,7 @@ func ordered(sym, inv string) ruleTag {
 // + 1s on the one of the three with the strongest source, CALL_TIMEOUT
 // first on a tie, then READ_TIMEOUT.
 func blameCallBudget(call *field, _ string, l *Loaded) (*field, string) {
-	conn, read := fieldByGoName["ConnectTimeout"], fieldByGoName["ReadTimeout"]
+	conn, read := fields().byGoName["ConnectTimeout"], fields().byGoName["ReadTimeout"]
 	c := l.Client
 	target := call
 	for _, f := range []*field{read, conn} {

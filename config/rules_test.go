@@ -9,8 +9,8 @@ import (
 // ruleTags (a reference text, and a message or a blame), every cross-field
 // tag names fields that exist, and every file tag is described.
 func TestRuleTagsKnown(t *testing.T) {
-	for i := range fieldTable {
-		f := &fieldTable[i]
+	for i := range fields().all {
+		f := &fields().all[i]
 		for _, r := range f.rules {
 			rt, ok := ruleTags[r.tag]
 			switch {
@@ -24,7 +24,7 @@ func TestRuleTagsKnown(t *testing.T) {
 			}
 			if rt.others != nil {
 				for _, o := range rt.others(r.param) {
-					if _, ok := fieldByGoName[o]; !ok {
+					if _, ok := fields().byGoName[o]; !ok {
 						t.Errorf("%s: tag %s=%s compares with %q, no field", f.goName, r.tag, r.param, o)
 					}
 				}

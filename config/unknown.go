@@ -25,7 +25,7 @@ next:
 		name, prefix := "", ""
 		for i := strings.IndexByte(k, '_'); i >= 0; {
 			if n, ok := byPrefix[k[:i]]; ok {
-				if _, known := fieldBySuffix[k[i+1:]]; known {
+				if _, known := fields().bySuffix[k[i+1:]]; known {
 					continue next
 				}
 				name, prefix = n, k[:i]
@@ -77,8 +77,8 @@ func suggest(s string) string {
 	s = strings.ToUpper(s)
 	words := sortedWords(s)
 	best, bestD := "", 3
-	for i := range fieldTable {
-		f := &fieldTable[i]
+	for i := range fields().all {
+		f := &fields().all[i]
 		if words == sortedWords(f.suffix) {
 			return f.suffix
 		}
