@@ -103,18 +103,27 @@ func Reset() http.Handler {
 }
 
 // ResetMidBody answers 200 with a Content-Length of n+1, sends n bytes
-// ('x') of the body, then resets the connection: the client reads at most
-// n bytes, then an error (syscall.ECONNRESET, or io.ErrUnexpectedEOF),
-// never a clean end of the body.
+// ('x') of the body, waits a moment, then resets the connection: the
+// client reads at most n bytes (usually all n), then an error
+// (syscall.ECONNRESET, or io.ErrUnexpectedEOF), never a clean end.
 func ResetMidBody(n int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Length", strconv.Itoa(n+1))
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.WriteString(w, strings.Repeat("x", n))
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			abort()
+		}
+		// An RST makes the client's kernel drop what it has not yet
+		// handed over: give the bytes a moment to get through.
+		Wait(r, resetPause)
 		resetConn(hijack(w, r))
 	})
 }
+
+// resetPause is how long ResetMidBody lets the partial body travel.
+const resetPause = 20 * time.Millisecond
 
 // EOF reads the request, then closes the connection cleanly (FIN) without
 // a byte of response: the client sees io.EOF, the "server closed the
