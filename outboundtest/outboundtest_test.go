@@ -2,6 +2,8 @@ package outboundtest_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net/http"
@@ -380,4 +382,57 @@ func TestFlapRejectsAnEmptySchedule(t *testing.T) {
 		}
 	}()
 	outboundtest.Flap(0, 0)
+}
+
+func TestTLSUpstream(t *testing.T) {
+	t.Parallel()
+	up := outboundtest.NewTLSUpstream(t, outboundtest.Reply{Body: "secure"})
+	c, tr := client(t)
+	pool := x509.NewCertPool()
+	pool.AddCert(up.Certificate())
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+	if status, body, err := get(t, c, up.URL); err != nil || status != 200 || body != "secure" || up.Conns() != 1 {
+		t.Fatalf("%d %q %v with %d conns, want 200 secure on 1", status, body, err, up.Conns())
+	}
+}
+
+// The cleanup of a test never waits for the upstream's waiting handlers:
+// each client below would wait 10 s, but fails as soon as the subtest,
+// and with it the upstream, ends.
+func TestCleanupReleasesEveryWaitingBehaviour(t *testing.T) {
+	t.Parallel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 5)
+	t.Run("inner", func(t *testing.T) {
+		c, _ := client(t)
+		for _, h := range []http.Handler{
+			outboundtest.SlowHeaders(time.Hour),
+			outboundtest.Trickle(time.Hour),
+			outboundtest.NewHang(nil),
+			outboundtest.NewScript(outboundtest.Reply{Delay: time.Hour}),
+			outboundtest.NewScript(outboundtest.Reply{Handler: outboundtest.NewHang(nil)}),
+		} {
+			up := outboundtest.NewUpstream(t, h)
+			wg.Go(func() {
+				// Not t.Context(): it ends before the cleanups run.
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, up.URL, nil)
+				resp, err := c.Do(req)
+				if err == nil {
+					_, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
+				errs <- err
+			})
+			eventually(t, "the request reaches the handler", func() bool { return up.InFlight() == 1 })
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err == nil || errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("client err = %v, want the upstream's cleanup to break the request", err)
+		}
+	}
 }

@@ -3,12 +3,10 @@ package testutil_test
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -142,51 +140,6 @@ func TestTLSHang(t *testing.T) {
 			t.Fatalf("err = %v, want a net.Error timeout", err)
 		}
 	})
-}
-
-func TestNewTLSServer(t *testing.T) {
-	srv := testutil.NewTLSServer(t, testutil.NewScriptHandler(testutil.Resp{Body: "secure"}))
-	c, tr := newClient(t)
-	pool := x509.NewCertPool()
-	pool.AddCert(srv.Certificate())
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
-	if res := get(t, c, srv.URL); res.status != 200 || res.body != "secure" || srv.Conns() != 1 {
-		t.Fatalf("got %d %q with %d conns", res.status, res.body, srv.Conns())
-	}
-}
-
-// TestCleanupReleasesHungHandlers checks that a server's cleanup never waits
-// for its hung handlers: each client below would wait callTimeout, but must
-// fail as soon as the subtest (and so the server) ends.
-func TestCleanupReleasesHungHandlers(t *testing.T) {
-	var wg sync.WaitGroup
-	errs := make(chan error, 5)
-	t.Run("inner", func(t *testing.T) {
-		c, _ := newClient(t)
-		gate := testutil.NewGate(testutil.Resp{})
-		handlers := []http.Handler{
-			testutil.SlowHeaders(),
-			testutil.Trickle(time.Hour),
-			gate,
-			testutil.NewScriptHandler(testutil.Resp{Delay: time.Hour}),
-			testutil.NewScriptHandler(testutil.Resp{Handler: testutil.SlowHeaders()}),
-		}
-		for _, h := range handlers {
-			srv := testutil.NewServer(t, h)
-			wg.Go(func() {
-				_, err := do(c, http.MethodGet, srv.URL, "", callTimeout)
-				errs <- err
-			})
-			eventually(t, "the request to reach the handler", func() bool { return srv.Active() == 1 })
-		}
-	})
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err == nil || errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("client err = %v, want the server's cleanup to break the request", err)
-		}
-	}
 }
 
 // TestCheckFDs checks both CheckFDs and that the helpers release every
