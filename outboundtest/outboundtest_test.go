@@ -35,9 +35,14 @@ func client(t *testing.T) (*http.Client, *http.Transport) {
 	return &http.Client{Transport: tr}, tr
 }
 
+// doer is an *http.Client or a *registry.Client.
+type doer interface {
+	Do(*http.Request) (*http.Response, error)
+}
+
 // get sends a GET under a 10 s deadline and returns the status and the
 // whole body.
-func get(t *testing.T, c *http.Client, url string) (int, string, error) {
+func get(t *testing.T, c doer, url string) (int, string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

@@ -1,167 +1,26 @@
 package registrytest_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
 	"go.uber.org/goleak"
 )
 
-// The fault upstreams seen through a registry client, and the helpers'
-// own failures. No test touches the process environment: all run in
-// parallel.
+// New's report and CheckClean's verdicts. No test touches the process
+// environment: all run in parallel. The faults seen through a registry
+// client are tested beside the upstreams, in package outboundtest.
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// env returns the variables of one system "inventory" at baseURL, with
-// quick backoffs, and kv (names and values alternating) on top.
-func env(baseURL string, kv ...string) map[string]string {
-	m := map[string]string{
-		"OUTBOUND_SYSTEMS":       "inventory",
-		"INVENTORY_BASE_URL":     baseURL,
-		"INVENTORY_BACKOFF_BASE": "1ms",
-		"INVENTORY_BACKOFF_MAX":  "2ms",
-	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
-	}
-	return m
-}
-
-// fastRead makes READ_TIMEOUT 100ms (the other timeouts follow the rules).
-var fastRead = []string{"INVENTORY_CONNECT_TIMEOUT", "50ms", "INVENTORY_TLS_HANDSHAKE_TIMEOUT", "100ms", "INVENTORY_READ_TIMEOUT", "100ms"}
-
-// get sends GET path through c under a 10 s deadline and reads the body.
-func get(t *testing.T, c *registry.Client, path string) (int, string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
-}
-
-func wantOp(t *testing.T, err error, op registry.Op) {
-	t.Helper()
-	var e *registry.Error
-	if !errors.As(err, &e) || e.Op != op {
-		t.Fatalf("err = %v, want a *registry.Error at %q", err, op)
-	}
-}
-
-func TestSlowHeadersTripReadTimeout(t *testing.T) {
-	t.Parallel()
-	up := outboundtest.NewUpstream(t, outboundtest.SlowHeaders(time.Minute))
-	reg := registrytest.New(t, env(up.URL, append(fastRead, "INVENTORY_RETRIES", "0")...), registrytest.Watch(up))
-	_, _, err := get(t, reg.MustClient("inventory"), "/")
-	wantOp(t, err, registry.OpReadTimeout)
-}
-
-func TestStormRetriedThrough(t *testing.T) {
-	t.Parallel()
-	up := outboundtest.NewUpstream(t, outboundtest.Storm(2))
-	reg := registrytest.New(t, env(up.URL, "INVENTORY_RETRIES", "2"), registrytest.Watch(up))
-	c := reg.MustClient("inventory")
-	if status, body, err := get(t, c, "/"); err != nil || status != 200 || body != "ok" {
-		t.Fatalf("%d %q %v, want 200 ok after the storm", status, body, err)
-	}
-	if up.Requests() != 3 || c.Status().Retries != 2 {
-		t.Errorf("upstream saw %d, client retried %d; want 3 and 2", up.Requests(), c.Status().Retries)
-	}
-}
-
-func TestResetIsATransportError(t *testing.T) {
-	t.Parallel()
-	up := outboundtest.NewUpstream(t, outboundtest.Reset())
-	reg := registrytest.New(t, env(up.URL, "INVENTORY_RETRIES", "0"), registrytest.Watch(up))
-	_, _, err := get(t, reg.MustClient("inventory"), "/")
-	if !errors.Is(err, syscall.ECONNRESET) {
-		t.Fatalf("err = %v, want ECONNRESET", err)
-	}
-	wantOp(t, err, registry.OpTransport)
-}
-
-// The registry waits as long as the upstream's Retry-After says, in
-// either form (a lower bound only: the wait may be longer, never shorter).
-func TestRetryAfterHonoured(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		name  string
-		first func() outboundtest.Reply // when the subtest runs: it may wait for a free CPU
-		least time.Duration
-	}{
-		{"seconds", func() outboundtest.Reply { return outboundtest.Throttle(time.Second) }, time.Second},
-		// The date has whole seconds: two from now is at least one.
-		{"HTTP date", func() outboundtest.Reply { return outboundtest.ThrottleUntil(time.Now().Add(2 * time.Second)) }, 900 * time.Millisecond},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			up := outboundtest.NewUpstream(t, outboundtest.NewScript(tt.first(), outboundtest.Healthy()))
-			reg := registrytest.New(t, env(up.URL, "INVENTORY_RETRIES", "1"), registrytest.Watch(up))
-			start := time.Now()
-			if status, _, err := get(t, reg.MustClient("inventory"), "/"); err != nil || status != 200 {
-				t.Fatalf("%d %v, want 200 after the wait", status, err)
-			}
-			if el := time.Since(start); el < tt.least {
-				t.Errorf("answered after %v, want at least %v", el, tt.least)
-			}
-			if up.Requests() != 2 {
-				t.Errorf("upstream saw %d requests, want 2", up.Requests())
-			}
-		})
-	}
-}
-
-// A hang holds the bulkhead's permits: the next call is refused at once,
-// and all return after the release.
-func TestHangFillsTheBulkhead(t *testing.T) {
-	t.Parallel()
-	hang := outboundtest.NewHang(nil)
-	up := outboundtest.NewUpstream(t, hang)
-	reg := registrytest.New(t, env(up.URL, "INVENTORY_MAX_CONCURRENT", "2"), registrytest.Watch(up))
-	c := reg.MustClient("inventory")
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			if status, _, err := get(t, c, "/"); err != nil || status != 200 {
-				t.Errorf("held call: %d %v, want 200 after the release", status, err)
-			}
-		})
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	if err := hang.WaitFor(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := get(t, c, "/"); !errors.Is(err, bulkhead.ErrFull) {
-		t.Errorf("third call: %v, want bulkhead.ErrFull", err)
-	}
-	if st := c.Status(); st.InFlight != 2 {
-		t.Errorf("in flight %d, want 2", st.InFlight)
-	}
-	hang.Release()
-	wg.Wait()
-	if up.MaxInFlight() != 2 {
-		t.Errorf("upstream max in flight %d, want 2", up.MaxInFlight())
-	}
-}
 
 // recorder is a testing.TB that keeps what it is told.
 type recorder struct {
@@ -214,56 +73,67 @@ func TestNewFailsWithTheReport(t *testing.T) {
 	}
 }
 
-func TestCheckCleanReportsABodyLeftOpen(t *testing.T) {
+// TestCheckClean leaves the pipeline in a state, then checks what
+// CheckClean says of it.
+func TestCheckClean(t *testing.T) {
 	t.Parallel()
-	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
-	reg := registrytest.New(t, env(up.URL))
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "/", nil)
-	resp, err := reg.MustClient("inventory").Do(req)
-	if err != nil {
-		t.Fatal(err)
+	// Each leave makes a call its way and returns what ends it.
+	tests := []struct {
+		name  string
+		leave func(t *testing.T, c *registry.Client, up *outboundtest.Upstream) (end func())
+		want  []string // in what CheckClean says; none: it says nothing
+	}{
+		{"clean", func(t *testing.T, c *registry.Client, _ *outboundtest.Upstream) func() {
+			return call(t, c.HTTPClient(), "/", true)
+		}, nil},
+		{"a body left open", func(t *testing.T, c *registry.Client, _ *outboundtest.Upstream) func() {
+			return call(t, c.HTTPClient(), "/", false)
+		}, []string{"inventory: 1 permits held", "1 connections to"}},
+		{"another client's connection", func(t *testing.T, _ *registry.Client, up *outboundtest.Upstream) func() {
+			tr := &http.Transport{}
+			call(t, &http.Client{Transport: tr}, up.URL, true)
+			return tr.CloseIdleConnections
+		}, []string{"1 connections to"}},
 	}
-	rec := &recorder{TB: t}
-	registrytest.CheckClean(rec, reg, up)
-	resp.Body.Close()
-	out := rec.said()
-	if !strings.Contains(out, "inventory: 1 permits held") || !strings.Contains(out, "connections to "+up.URL+" still open") {
-		t.Errorf("CheckClean said:\n%s\nwant a permit held and a connection open", out)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			up := outboundtest.NewUpstream(t, outboundtest.Healthy())
+			reg := registrytest.New(t, map[string]string{"OUTBOUND_SYSTEMS": "inventory", "INVENTORY_BASE_URL": up.URL})
+			end := tt.leave(t, reg.MustClient("inventory"), up)
+			rec := &recorder{TB: t}
+			registrytest.CheckClean(rec, reg, up)
+			end()
+			out := rec.said()
+			if len(tt.want) == 0 && out != "" {
+				t.Errorf("CheckClean said %q, want nothing", out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("CheckClean said:\n%s\nwant %q", out, w)
+				}
+			}
+			if _, err := reg.MustClient("inventory").Do(httptest.NewRequest(http.MethodGet, "/", nil)); !errors.Is(err, registry.ErrClosed) {
+				t.Errorf("after CheckClean: %v, want the registry closed", err)
+			}
+		})
 	}
 }
 
-func TestCheckCleanReportsAnotherClientsConnection(t *testing.T) {
-	t.Parallel()
-	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
-	reg := registrytest.New(t, env(up.URL))
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Get(up.URL)
+// call sends GET url through c and, if consume, reads the body to its end
+// and closes it; otherwise it leaves the body untouched. It returns what
+// closes the body (or nothing).
+func call(t *testing.T, c *http.Client, url string, consume bool) func() {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !consume {
+		return func() { resp.Body.Close() }
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	rec := &recorder{TB: t}
-	registrytest.CheckClean(rec, reg, up)
-	if out := rec.said(); !strings.Contains(out, "1 connections to") || strings.Contains(out, "permits") {
-		t.Errorf("CheckClean said:\n%s\nwant only one connection open", out)
-	}
-}
-
-func TestCheckCleanIsQuietWhenClean(t *testing.T) {
-	t.Parallel()
-	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
-	reg := registrytest.New(t, env(up.URL))
-	if status, _, err := get(t, reg.MustClient("inventory"), "/"); err != nil || status != 200 {
-		t.Fatal(status, err)
-	}
-	rec := &recorder{TB: t}
-	registrytest.CheckClean(rec, reg, up)
-	if out := rec.said(); out != "" {
-		t.Errorf("CheckClean said %q, want nothing", out)
-	}
-	if _, _, err := get(t, reg.MustClient("inventory"), "/"); !errors.Is(err, registry.ErrClosed) {
-		t.Errorf("after CheckClean: %v, want the registry closed", err)
-	}
+	return func() {}
 }
