@@ -1,0 +1,166 @@
+package fleet
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// circuit is the breaker of one system at scope fleet, standing in for
+// the registry's own (local) breaker of that system. Every decision is
+// local: one atomic load of the fleet's view when Redis is in sync, the
+// local breaker's when it is not. It never talks to Redis; it counts
+// outcomes in atomics that the fleet's loop flushes. A circuit is safe
+// for concurrent use.
+type circuit struct {
+	f     *Fleet
+	name  string
+	base  string // key prefix of the system in Redis
+	local localCircuit
+	judge func(error) verdict
+
+	minRequests int
+	ratio       float64
+	window      time.Duration
+	openTimeout time.Duration
+	probes      int
+	lease       time.Duration // a probe lease's life in Redis
+	grantLife   time.Duration // how long a lease may start a probe
+
+	view  atomic.Pointer[view]  // the fleet's state as this pod knows it
+	grant atomic.Pointer[grant] // probe leases this pod holds
+
+	reqs, fails atomic.Uint64 // judged attempts since the last flush
+	want        atomic.Bool   // a call was refused for want of a lease
+	restore     atomic.Bool   // Redis holds an older version than view
+
+	mu       sync.Mutex
+	results  []probeResult // probe outcomes not yet sent
+	proposed int64         // the closed version this pod last asked to open
+	totals   [2]uint64     // the fleet window's requests and failures, last read
+	read     time.Time     // when the state was last read from Redis
+}
+
+// view is one version of the fleet's state of a system: closed, or open
+// until a time of this pod's clock (half-open after it).
+type view struct {
+	ver   int64
+	open  bool
+	until time.Time
+}
+
+// grant is the probe leases this pod took for one open version.
+type grant struct {
+	ver   int64
+	until time.Time // no probe starts after this
+	left  atomic.Int32
+}
+
+type probeResult struct {
+	ver int64
+	ok  bool
+}
+
+// Execute runs send through the fleet's state, then the local breaker.
+func (c *circuit) Execute(send func() (*http.Response, error)) (*http.Response, error) {
+	if !c.f.synced.Load() {
+		return c.local.Execute(send)
+	}
+	v := c.view.Load()
+	if v.open {
+		now := time.Now()
+		if now.Before(v.until) {
+			return nil, gobreaker.ErrOpenState
+		}
+		return c.probe(v, now, send)
+	}
+	resp, err := c.local.Execute(send)
+	switch c.judge(err) {
+	case verdictSuccess:
+		c.reqs.Add(1)
+	case verdictFailure:
+		c.reqs.Add(1)
+		c.fails.Add(1)
+		if c.local.State() == gobreaker.StateOpen {
+			c.f.wake() // this pod's breaker tripped: open the fleet's now
+		}
+	}
+	return resp, err
+}
+
+// probe runs send as one of the fleet's half-open probes when this pod
+// holds an unused lease of version v, and refuses it otherwise (asking the
+// loop for a lease). The local breaker is bypassed: the fleet decides.
+func (c *circuit) probe(v *view, now time.Time, send func() (*http.Response, error)) (*http.Response, error) {
+	g := c.grant.Load()
+	if g == nil || g.ver != v.ver || !now.Before(g.until) || !take(&g.left) {
+		c.want.Store(true)
+		c.f.wake()
+		return nil, gobreaker.ErrTooManyRequests
+	}
+	resp, err := send()
+	switch c.judge(err) {
+	case verdictSuccess, verdictFailure:
+		c.mu.Lock()
+		c.results = append(c.results, probeResult{ver: v.ver, ok: c.judge(err) == verdictSuccess})
+		c.mu.Unlock()
+		c.f.wake()
+	default:
+		g.left.Add(1) // neither: the lease may still probe
+	}
+	return resp, err
+}
+
+// take takes one from n if n > 0.
+func take(n *atomic.Int32) bool {
+	for {
+		k := n.Load()
+		if k <= 0 {
+			return false
+		}
+		if n.CompareAndSwap(k, k-1) {
+			return true
+		}
+	}
+}
+
+// State is the fleet's state while in sync (open, or half-open once the
+// open time has passed) when it is not closed, else the local breaker's.
+func (c *circuit) State() gobreaker.State {
+	if c.f.synced.Load() {
+		if v := c.view.Load(); v.open {
+			if time.Now().Before(v.until) {
+				return gobreaker.StateOpen
+			}
+			return gobreaker.StateHalfOpen
+		}
+	}
+	return c.local.State()
+}
+
+// Counts are the local breaker's: this pod's window.
+func (c *circuit) Counts() gobreaker.Counts { return c.local.Counts() }
+
+// apply moves the view to version ver when it is newer. It reports
+// whether ver is older than the view: Redis lost what it had.
+func (c *circuit) apply(ver int64, open bool, left time.Duration, now time.Time) (behind bool) {
+	for {
+		cur := c.view.Load()
+		if ver < cur.ver {
+			return true
+		}
+		if ver == cur.ver {
+			return false
+		}
+		nv := &view{ver: ver, open: open}
+		if open {
+			nv.until = now.Add(left)
+		}
+		if c.view.CompareAndSwap(cur, nv) {
+			return false
+		}
+	}
+}

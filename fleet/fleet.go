@@ -1,0 +1,310 @@
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/outbound-go/outbound/internal/redact"
+)
+
+// Config says where the fleet's Redis is and how often to talk to it.
+// Only RedisURL and Namespace are required; the zero value of every other
+// field is its default.
+type Config struct {
+	// RedisURL is a redis:// or rediss:// URL (OUTBOUND_FLEET_REDIS_URL).
+	// Its password is redacted in every error and status.
+	RedisURL string
+	// Namespace prefixes every key and channel (OUTBOUND_FLEET_NAMESPACE),
+	// so that two services sharing one Redis never share a breaker.
+	Namespace string
+	// FlushInterval is how often the pod's counts are added to the fleet's
+	// window, when they changed. Zero: 200ms.
+	FlushInterval time.Duration
+	// ReadInterval is how often the state is read back when nothing was
+	// flushed, to catch a missed message. Zero: 1s.
+	ReadInterval time.Duration
+	// Timeout bounds each round trip to Redis. Zero: 100ms.
+	Timeout time.Duration
+}
+
+// Fleet keeps the breakers of a registry's systems at scope fleet in sync
+// with the other pods' over one Redis: one goroutine flushes counts and
+// reads state, another applies published changes. Calls never wait on
+// it. A Fleet is safe for concurrent use; Close stops both goroutines.
+type Fleet struct {
+	cfg     Config
+	url     string // RedisURL redacted
+	rdb     *redis.Client
+	ps      *redis.PubSub
+	channel string
+	prefix  string // of every key: outbound:fleet:<namespace>
+	holder  string // this pod's name on its leases
+
+	synced atomic.Bool
+	wakeCh chan struct{}
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+
+	mu       sync.Mutex
+	circuits map[string]*circuit
+	since    time.Time // of the current sync state
+	lastErr  string
+	closed   bool
+}
+
+var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// New connects to the fleet's Redis and starts syncing. A Redis that does
+// not answer is not an error: the fleet starts degraded (every breaker
+// local) and syncs once Redis answers. ctx bounds nothing after New
+// returns; Close stops the fleet.
+func New(ctx context.Context, cfg Config) (*Fleet, error) {
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = 200 * time.Millisecond
+	}
+	if cfg.ReadInterval <= 0 {
+		cfg.ReadInterval = time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 100 * time.Millisecond
+	}
+	shown := redact.BaseURL(cfg.RedisURL)
+	if !namespaceRE.MatchString(cfg.Namespace) {
+		return nil, fmt.Errorf("fleet: namespace %q: want 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", cfg.Namespace)
+	}
+	if s := strings.ToLower(cfg.RedisURL); !strings.HasPrefix(s, "redis://") && !strings.HasPrefix(s, "rediss://") {
+		return nil, fmt.Errorf("fleet: redis URL %s: want a redis:// or rediss:// URL", shown)
+	}
+	opt, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		// go-redis's message may quote the URL: keep it out.
+		return nil, fmt.Errorf("fleet: redis URL %s does not parse", shown)
+	}
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
+	opt.PoolTimeout = cfg.Timeout
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1   // a failed round trip is retried by the next tick
+	opt.DialerRetries = 1 // a refused dial is an answer
+	opt.PoolSize = 2      // one loop, one round trip at a time
+	opt.DisableIdentity = true
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+
+	var id [6]byte
+	rand.Read(id[:])
+	f := &Fleet{
+		cfg:      cfg,
+		url:      shown,
+		rdb:      redis.NewClient(opt),
+		channel:  "outbound:fleet:" + cfg.Namespace,
+		prefix:   "outbound:fleet:" + cfg.Namespace,
+		holder:   hex.EncodeToString(id[:]),
+		wakeCh:   make(chan struct{}, 1),
+		circuits: map[string]*circuit{},
+		since:    time.Now(),
+		lastErr:  "not yet in sync",
+	}
+	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	if err := f.rdb.Ping(pctx).Err(); err != nil {
+		f.lastErr = f.clean(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	f.cancel = stop
+	f.ps = f.rdb.Subscribe(runCtx) // subscribes in listen, where errors are seen
+	f.done.Add(2)
+	go f.loop(runCtx)
+	go f.listen(runCtx)
+	return f, nil
+}
+
+// Close stops syncing and closes the connections to Redis. The breakers
+// keep working, each on its own (local). Close is idempotent.
+func (f *Fleet) Close() error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
+	f.closed = true
+	f.mu.Unlock()
+	f.synced.Store(false)
+	f.cancel()
+	f.ps.Close()
+	f.done.Wait()
+	return f.rdb.Close()
+}
+
+// wake asks the loop to run now (a trip, a probe, a lease wanted).
+func (f *Fleet) wake() {
+	select {
+	case f.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// clean renders a Redis error without the URL's password.
+func (f *Fleet) clean(err error) string {
+	s := err.Error()
+	if f.cfg.RedisURL != "" {
+		s = strings.ReplaceAll(s, f.cfg.RedisURL, f.url)
+	}
+	return redact.Printable(s)
+}
+
+// fail marks the fleet degraded: every breaker decides alone.
+func (f *Fleet) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.synced.Load() || f.lastErr == "" {
+		f.since = time.Now()
+	}
+	f.synced.Store(false)
+	f.lastErr = f.clean(err)
+}
+
+// ok marks the fleet in sync.
+func (f *Fleet) ok() {
+	if f.synced.Load() {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
+	f.since = time.Now()
+	f.synced.Store(true)
+}
+
+// Sync is the fleet's sync state, for the status page and metrics.
+type Sync struct {
+	// Synced is true while Redis answers: the breakers at scope fleet
+	// share evidence and state. False: each decides alone (local).
+	Synced bool `json:"synced"`
+	// Since is when the current state began (degraded since ...).
+	Since time.Time `json:"since"`
+	// LastError is the last Redis error, password redacted; it is kept
+	// after sync resumes.
+	LastError string `json:"last_error,omitempty"`
+	// Redis is the URL, password redacted.
+	Redis string `json:"redis"`
+}
+
+// Sync returns the fleet's sync state.
+func (f *Fleet) Sync() Sync {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Sync{Synced: f.synced.Load(), Since: f.since, LastError: f.lastErr, Redis: f.url}
+}
+
+// SystemStatus is the fleet's view of one system.
+type SystemStatus struct {
+	System string `json:"system"`
+	// State is the fleet's state as this pod knows it: closed, open or
+	// half-open.
+	State string `json:"state"`
+	// Version counts the fleet's changes of state of the system.
+	Version int64 `json:"version"`
+	// OpenUntil is when an open state lets probes through.
+	OpenUntil time.Time `json:"open_until,omitzero"`
+	// Requests and Failures are the fleet's window, last read.
+	Requests uint64 `json:"requests"`
+	Failures uint64 `json:"failures"`
+}
+
+// Systems returns the fleet's view of each system at scope fleet, sorted
+// by name.
+func (f *Fleet) Systems() []SystemStatus {
+	var out []SystemStatus
+	for _, c := range f.snapshot() {
+		v := c.view.Load()
+		st := SystemStatus{System: c.name, Version: v.ver, State: "closed"}
+		if v.open {
+			st.State, st.OpenUntil = "open", v.until
+			if !time.Now().Before(v.until) {
+				st.State = "half-open"
+			}
+		}
+		c.mu.Lock()
+		st.Requests, st.Failures = c.totals[0], c.totals[1]
+		c.mu.Unlock()
+		out = append(out, st)
+	}
+	return out
+}
+
+// errClosed refuses a system added to a closed fleet.
+var errClosed = errors.New("fleet: closed")
+
+// add makes local, the registry's breaker of system, a fleet breaker.
+func (f *Fleet) add(system string, s settings, local localCircuit, judge func(error) verdict) (*circuit, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, errClosed
+	}
+	if _, dup := f.circuits[system]; dup {
+		return nil, fmt.Errorf("fleet: system %q is already in this fleet (one Fleet per registry)", system)
+	}
+	c := &circuit{
+		f: f, name: system, base: f.prefix + ":" + system, local: local, judge: judge,
+		minRequests: s.minRequests, ratio: s.ratio, window: s.window, openTimeout: s.openTimeout,
+		probes: s.probes, lease: 2 * s.callTimeout, grantLife: s.callTimeout,
+	}
+	c.view.Store(&view{})
+	f.circuits[system] = c
+	f.wake()
+	return c, nil
+}
+
+// settings are the breaker settings a fleet breaker shares with the
+// fleet (from config.Client).
+type settings struct {
+	minRequests int
+	ratio       float64
+	window      time.Duration
+	openTimeout time.Duration
+	probes      int
+	callTimeout time.Duration
+}
+
+// snapshot returns the circuits, sorted by name.
+func (f *Fleet) snapshot() []*circuit {
+	f.mu.Lock()
+	out := make([]*circuit, 0, len(f.circuits))
+	for _, c := range f.circuits {
+		out = append(out, c)
+	}
+	f.mu.Unlock()
+	sortCircuits(out)
+	return out
+}
+
+// localCircuit is the registry's breaker of a system.
+type localCircuit interface {
+	Execute(send func() (*http.Response, error)) (*http.Response, error)
+	State() gobreaker.State
+	Counts() gobreaker.Counts
+}
+
+// verdict is how a breaker counts an attempt.
+type verdict uint8
+
+const (
+	verdictExcluded verdict = iota
+	verdictSuccess
+	verdictFailure
+)

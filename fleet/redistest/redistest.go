@@ -1,0 +1,207 @@
+// Package redistest runs a real redis-server for tests: on a free loopback
+// port, in the test's temporary directory, persistence off. A test can
+// kill it, pause it (SIGSTOP), resume it and restart it empty, to drill
+// what a fleet does when its Redis fails.
+//
+// When redis-server is not installed, [Start] skips the test with a
+// message saying how to install it; under CI=true it fails the test
+// instead, so that CI cannot pass by skipping.
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Server is one redis-server process that a test owns. Its methods are
+// safe for concurrent use; the test's cleanup stops it.
+type Server struct {
+	tb   testing.TB
+	bin  string
+	dir  string
+	port int
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+// Start starts a redis-server on a free loopback port and stops it when
+// the test ends.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		msg := "redis-server not installed (apt-get install redis-server): the fleet tests need a real Redis"
+		if os.Getenv("CI") == "true" {
+			tb.Fatal(msg)
+		}
+		tb.Skip(msg)
+	}
+	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), port: freePort(tb)}
+	s.start()
+	tb.Cleanup(s.Kill)
+	return s
+}
+
+func freePort(tb testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Addr is host:port.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// URL is the redis:// URL of the server.
+func (s *Server) URL() string { return "redis://" + s.Addr() }
+
+func (s *Server) start() {
+	s.tb.Helper()
+	cmd := exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning")
+	cmd.Stdout, cmd.Stderr = nil, nil
+	if err := cmd.Start(); err != nil {
+		s.tb.Fatalf("redistest: start redis-server: %v", err)
+	}
+	s.mu.Lock()
+	s.cmd = cmd
+	s.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if s.ping() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.Kill()
+	s.tb.Fatalf("redistest: redis-server on %s did not answer PING within 10s", s.Addr())
+}
+
+// ping sends PING on a fresh connection and reports whether PONG came back.
+func (s *Server) ping() bool {
+	c, err := net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return err == nil && strings.HasPrefix(line, "+PONG")
+}
+
+// Kill stops the server at once (SIGKILL) and waits for it to exit. It is
+// a no-op when the server is not running.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGCONT) // a paused process must run to die cleanly
+	cmd.Process.Kill()
+	cmd.Wait()
+}
+
+// Pause stops the server's process (SIGSTOP): connections stay open and
+// every command hangs, as with a Redis stuck in a long fork or a VM pause.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig os.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		s.cmd.Process.Signal(sig)
+	}
+}
+
+// Restart starts the server again, on the same port and empty (nothing
+// is persisted), after [Server.Kill].
+func (s *Server) Restart() {
+	s.tb.Helper()
+	s.Kill()
+	s.start()
+}
+
+// Do sends one command (its words, inline) on a fresh connection and
+// returns the raw reply, for tests that look at the server directly
+// (INFO commandstats, FLUSHALL). Bulk and multi-bulk replies are returned
+// with their framing; it is meant for text replies.
+func (s *Server) Do(words ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(words))
+	for _, w := range words {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(w), w)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	switch head[0] {
+	case '$':
+		n, _ := strconv.Atoi(strings.TrimSpace(head[1:]))
+		if n < 0 {
+			return "", nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	case '-':
+		return "", fmt.Errorf("redis: %s", strings.TrimSpace(head[1:]))
+	}
+	return strings.TrimSpace(head[1:]), nil
+}
+
+// CommandCalls returns the calls of each command since the server started
+// or since the last CONFIG RESETSTAT, from INFO commandstats, keyed by
+// lower-case command name ("evalsha", "publish").
+func (s *Server) CommandCalls() (map[string]int, error) {
+	info, err := s.Do("INFO", "commandstats")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for line := range strings.Lines(info) {
+		// cmdstat_evalsha:calls=12,usec=...
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		n, _ := strconv.Atoi(calls)
+		out[strings.TrimPrefix(name, "cmdstat_")] = n
+	}
+	return out, nil
+}
