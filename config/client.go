@@ -17,8 +17,8 @@ import (
 // names NAME after the field (split_words: ConnectTimeout reads
 // CONNECT_TIMEOUT; an envconfig tag where an acronym would split wrongly).
 // Its rules are stated once, in its validate tag (validator/v10 syntax,
-// plus the custom tags baseurl, callbudget and httpsbase; see rules.go),
-// and its TLS file kind in its file tag: validation, problem messages,
+// plus the custom tags baseurl, callbudget, fleetredis and httpsbase; see
+// rules.go), and its TLS file kind in its file tag: validation, problem messages,
 // `outbound env`, the generated ConfigMap and the README's table are all
 // derived from them. The baseline of each field is in [Baseline].
 type Client struct {
@@ -110,6 +110,13 @@ type Client struct {
 	// it again. Baseline 3.
 	BreakerHalfOpenProbes int `split_words:"true" validate:"min=1,max=1000" desc:"probes let through when half-open; all must succeed to close"`
 
+	// BreakerScope is where the breaker's evidence and state live: "local"
+	// (the baseline: this pod alone decides) or "fleet" (shared with every
+	// pod of the service through the Redis of OUTBOUND_FLEET_REDIS_URL, by
+	// the module github.com/outbound-go/outbound/fleet; each pod still
+	// decides locally, and alone when Redis fails).
+	BreakerScope string `split_words:"true" validate:"oneof=local fleet,fleetredis" desc:"local: this pod's breaker decides alone; fleet: evidence and state shared with every pod over Redis"`
+
 	// FollowRedirects is the redirect policy: "none", "same-host" (the
 	// baseline: only to the same scheme and host) or "any".
 	FollowRedirects string `split_words:"true" validate:"oneof=none same-host any" desc:"redirect policy: none, same-host or any"`
@@ -170,6 +177,7 @@ func Baseline() Client {
 		BreakerWindow:         30 * time.Second,
 		BreakerOpenTimeout:    15 * time.Second,
 		BreakerHalfOpenProbes: 3,
+		BreakerScope:          "local",
 		FollowRedirects:       "same-host",
 		MaxRedirects:          3,
 		TLSMinVersion:         "1.2",

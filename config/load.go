@@ -58,6 +58,9 @@ type Loaded struct {
 	checked  Client   // the settings Load validated
 	ignored  []string // variables under Prefix that are not outbound's
 	tls      tlsState // what Load read from the TLS files
+	// fleetRedis: the load has a fleet Redis (OUTBOUND_FLEET_REDIS_URL),
+	// which BREAKER_SCOPE=fleet needs.
+	fleetRedis bool
 }
 
 // Ignored returns the variables under the system's prefix that Load left
@@ -246,9 +249,11 @@ func load(env map[string]string, systems []System) ([]Loaded, error) {
 		}
 	}
 
+	fleet, fleetProbs := loadFleet(env)
+	probs = append(probs, fleetProbs...)
 	out := make([]Loaded, 0, len(decl))
 	for _, s := range decl {
-		l, ps := loadSystem(s, env)
+		l, ps := loadSystem(s, env, fleet.RedisURL != "")
 		out = append(out, l)
 		probs = append(probs, ps...)
 	}
@@ -294,9 +299,10 @@ func sourceOfWhere(where string) Source {
 }
 
 // loadSystem reads the variables of s from env (nil: none), parses them
-// over the system's defaults and validates the result.
-func loadSystem(s System, env map[string]string) (Loaded, []Problem) {
-	l := Loaded{Name: s.Name, Prefix: Prefix(s.Name), Client: withDefaults(s.Defaults), defaults: s.Defaults}
+// over the system's defaults and validates the result; fleetRedis says
+// whether the load has a fleet Redis.
+func loadSystem(s System, env map[string]string, fleetRedis bool) (Loaded, []Problem) {
+	l := Loaded{Name: s.Name, Prefix: Prefix(s.Name), Client: withDefaults(s.Defaults), defaults: s.Defaults, fleetRedis: fleetRedis}
 	l.sources = make([]Source, len(fields().all))
 	l.raw = make([]string, len(fields().all))
 	codeSources(s.Defaults, l.sources)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -17,8 +18,8 @@ import (
 // Each rule of a setting is stated once, in the validate tag of its
 // [Client] field: validator/v10's own tags (gt, lte, min, max, oneof,
 // ltfield, ltefield, required_with, excluded_without, ...) where they say
-// it, and three custom field tags where they do not (baseurl, callbudget,
-// httpsbase). Everything else is derived from that tag through ruleTags:
+// it, and four custom field tags where they do not (baseurl, callbudget,
+// fleetredis, httpsbase). Everything else is derived from that tag through ruleTags:
 // the check (validator), the message a problem shows (fail), the text of
 // the reference that `outbound env`, the ConfigMap and the README's table
 // print (doc), and which variable a cross-field problem is reported on
@@ -86,6 +87,12 @@ var ruleTags = map[string]ruleTag{
 		fail:   func(*field, string, *Loaded) string { return "a client certificate needs an https BASE_URL" },
 		others: func(string) []string { return []string{"BaseURL"} },
 	},
+	"fleetredis": {
+		doc: func(*field, string) string { return "needs " + FleetRedisURLVar + " when fleet" },
+		fail: func(*field, string, *Loaded) string {
+			return "scope fleet needs " + FleetRedisURLVar + " (the fleet's Redis): set it, or use local"
+		},
+	},
 	"callbudget": {
 		doc:    func(*field, string) string { return ">= CONNECT_TIMEOUT + READ_TIMEOUT + 1s" },
 		others: func(string) []string { return []string{"ConnectTimeout", "ReadTimeout"} },
@@ -114,13 +121,27 @@ var validate = sync.OnceValue(func() *validator.Validate {
 			panic(err) // a programming error: the tags are constant
 		}
 	}
+	// fleetredis reads what the struct does not hold: whether the load
+	// has a fleet Redis (OUTBOUND_FLEET_REDIS_URL), from check's context.
+	fleetRedis := func(ctx context.Context, fl validator.FieldLevel) bool {
+		has, _ := ctx.Value(fleetRedisKey{}).(bool)
+		return fl.Field().String() != "fleet" || has
+	}
+	if err := v.RegisterValidationCtx("fleetredis", fleetRedis, true); err != nil {
+		panic(err)
+	}
 	return v
 })
+
+// fleetRedisKey carries, in check's context, whether the load has a
+// fleet Redis.
+type fleetRedisKey struct{}
 
 // check validates l.Client and returns its problems, skipping fields in
 // skip (Go names: they did not parse and are already reported).
 func check(l *Loaded, skip map[string]bool) []Problem {
-	err := validate().Struct(l.Client)
+	ctx := context.WithValue(context.Background(), fleetRedisKey{}, l.fleetRedis)
+	err := validate().StructCtx(ctx, l.Client)
 	var verrs validator.ValidationErrors
 	if err == nil || !errors.As(err, &verrs) {
 		if err != nil {

@@ -1,0 +1,133 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/outbound-go/outbound/internal/redact"
+)
+
+// The variables of a fleet-shared breaker. They belong to the registry,
+// not to one system, so they are not fields of [Client]; their rules are
+// stated once, in [Fleet.Validate].
+const (
+	// FleetRedisURLVar names the fleet's Redis: a redis:// or rediss://
+	// URL, its password redacted in every report. Systems with
+	// BREAKER_SCOPE=fleet need it.
+	FleetRedisURLVar = "OUTBOUND_FLEET_REDIS_URL"
+	// FleetNamespaceVar names the service in the fleet's keys, so that two
+	// services sharing one Redis never share a breaker. Required with
+	// OUTBOUND_FLEET_REDIS_URL.
+	FleetNamespaceVar = "OUTBOUND_FLEET_NAMESPACE"
+)
+
+// Fleet is the registry-wide settings of a fleet-shared breaker, read from
+// OUTBOUND_FLEET_*. The zero value is "no fleet". Printing a Fleet
+// redacts the URL's password.
+type Fleet struct {
+	RedisURL  string
+	Namespace string
+}
+
+// String shows the settings with the URL redacted.
+func (f Fleet) String() string {
+	return fmt.Sprintf("{RedisURL:%s Namespace:%s}", redact.Printable(redact.BaseURL(f.RedisURL)), redact.Printable(f.Namespace))
+}
+
+// GoString is String, so that %#v does not show the password either.
+func (f Fleet) GoString() string { return f.String() }
+
+var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Validate checks the settings: a RedisURL, when set, is a redis:// or
+// rediss:// URL with a host, and comes with a Namespace of 1-64 letters,
+// digits, '.', '_' or '-'. It returns an [*Error] naming each variable
+// at fault, or nil.
+func (f Fleet) Validate() error {
+	if probs := f.problems(FromEnv); len(probs) > 0 {
+		return &Error{Problems: probs}
+	}
+	return nil
+}
+
+func (f Fleet) problems(src Source) []Problem {
+	var probs []Problem
+	if f.RedisURL != "" {
+		if msg := redisURLProblem(f.RedisURL); msg != "" {
+			shown := f.RedisURL
+			if strings.ContainsAny(shown, "@?#") { // credentials may be in there
+				shown = redact.BaseURL(shown)
+			}
+			probs = append(probs, Problem{Var: FleetRedisURLVar, Value: shown, Source: src, Rule: msg})
+		}
+	}
+	switch {
+	case f.Namespace == "" && f.RedisURL != "":
+		probs = append(probs, Problem{Var: FleetNamespaceVar, Source: FromBaseline,
+			Rule: "required with " + FleetRedisURLVar + ": name the service (e.g. checkout), so that two services on one Redis never share a breaker"})
+	case f.Namespace != "" && !namespaceRE.MatchString(f.Namespace):
+		probs = append(probs, Problem{Var: FleetNamespaceVar, Value: f.Namespace, Source: src,
+			Rule: "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"})
+	}
+	return probs
+}
+
+// redisURLProblem says what is wrong with a fleet Redis URL, or "".
+func redisURLProblem(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || redact.UserinfoOutsideAuthority(s):
+		return "not a URL: if the password holds '/', '?', '#', '@' or '%', percent-encode them (%2F, %3F, %23, %40, %25)"
+	case u.Scheme != "redis" && u.Scheme != "rediss":
+		return "must be a redis:// or rediss:// URL (e.g. rediss://:password@redis.internal:6379/0)"
+	case u.Hostname() == "":
+		return "must name a host"
+	case u.Port() != "" && !validPort(u.Port()):
+		return "port must be 1..65535"
+	}
+	return ""
+}
+
+// LoadFleet reads OUTBOUND_FLEET_* from the process environment and
+// validates them ([Fleet.Validate]); [Load] reports the same problems.
+func LoadFleet() (Fleet, error) {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OUTBOUND_FLEET_") {
+			env[k] = v
+		}
+	}
+	return LoadFleetEnv(env)
+}
+
+// LoadFleetEnv is [LoadFleet] with the environment given as a map.
+func LoadFleetEnv(env map[string]string) (Fleet, error) {
+	f, probs := loadFleet(env)
+	if len(probs) > 0 {
+		return f, &Error{Problems: probs}
+	}
+	return f, nil
+}
+
+// loadFleet reads and checks OUTBOUND_FLEET_*; an unknown variable under
+// that prefix (OUTBOUND_FLEET_REDIS_ULR) is a problem too.
+func loadFleet(env map[string]string) (Fleet, []Problem) {
+	f := Fleet{RedisURL: strings.TrimSpace(env[FleetRedisURLVar]), Namespace: strings.TrimSpace(env[FleetNamespaceVar])}
+	probs := f.problems(FromEnv)
+	var unknown []string
+	for k := range env {
+		if strings.HasPrefix(k, "OUTBOUND_FLEET_") && k != FleetRedisURLVar && k != FleetNamespaceVar {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		probs = append(probs, Problem{Var: k, Value: redacted, Source: FromEnv,
+			Rule: "matches no fleet setting (" + FleetRedisURLVar + ", " + FleetNamespaceVar + ")"})
+	}
+	return f, probs
+}

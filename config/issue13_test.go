@@ -1,0 +1,94 @@
+package config_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/outbound-go/outbound/config"
+)
+
+// TestIssue13FleetVariables: BREAKER_SCOPE and OUTBOUND_FLEET_* are
+// checked in the one startup report; the Redis password never shows; an
+// unreachable Redis is no concern of config (it is never dialled here).
+func TestIssue13FleetVariables(t *testing.T) {
+	t.Parallel()
+	const pw = "hunter2"
+	base := map[string]string{"PAYMENTS_BASE_URL": "https://pay.internal"}
+	with := func(kv ...string) map[string]string {
+		env := map[string]string{}
+		for k, v := range base {
+			env[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			env[kv[i]] = kv[i+1]
+		}
+		return env
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want []string // "VAR: words of the rule"; nil: valid
+	}{
+		{"baseline is local", with(), nil},
+		{"fleet with a Redis", with("PAYMENTS_BREAKER_SCOPE", "fleet",
+			"OUTBOUND_FLEET_REDIS_URL", "rediss://:"+pw+"@redis.internal:6380/1", "OUTBOUND_FLEET_NAMESPACE", "checkout"), nil},
+		{"a Redis nobody uses", with("OUTBOUND_FLEET_REDIS_URL", "redis://127.0.0.1:1", "OUTBOUND_FLEET_NAMESPACE", "checkout"), nil},
+		{"fleet without a Redis", with("PAYMENTS_BREAKER_SCOPE", "fleet"),
+			[]string{"PAYMENTS_BREAKER_SCOPE=fleet: scope fleet needs OUTBOUND_FLEET_REDIS_URL"}},
+		{"unknown scope", with("PAYMENTS_BREAKER_SCOPE", "global"),
+			[]string{"PAYMENTS_BREAKER_SCOPE=global: must be one of: local, fleet"}},
+		{"bad scheme", with("PAYMENTS_BREAKER_SCOPE", "fleet",
+			"OUTBOUND_FLEET_REDIS_URL", "https://user:"+pw+"@redis.internal", "OUTBOUND_FLEET_NAMESPACE", "checkout"),
+			[]string{"OUTBOUND_FLEET_REDIS_URL=https://REDACTED@redis.internal: must be a redis:// or rediss:// URL"}},
+		{"no host", with("OUTBOUND_FLEET_REDIS_URL", "redis://", "OUTBOUND_FLEET_NAMESPACE", "checkout"),
+			[]string{"OUTBOUND_FLEET_REDIS_URL=redis://: must name a host"}},
+		{"no namespace", with("OUTBOUND_FLEET_REDIS_URL", "redis://:"+pw+"@redis:6379"),
+			[]string{"OUTBOUND_FLEET_NAMESPACE (unset): required with OUTBOUND_FLEET_REDIS_URL"}},
+		{"bad namespace", with("OUTBOUND_FLEET_REDIS_URL", "redis://redis:6379", "OUTBOUND_FLEET_NAMESPACE", "a:b"),
+			[]string{"OUTBOUND_FLEET_NAMESPACE=a:b: must be 1-64 letters"}},
+		{"typo", with("OUTBOUND_FLEET_NAMESPCE", "checkout"),
+			[]string{"OUTBOUND_FLEET_NAMESPCE=REDACTED: matches no fleet setting"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.LoadEnv(tc.env, config.System{Name: "payments"})
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("err = %v, want nil", err)
+				}
+				return
+			}
+			var cerr *config.Error
+			if !errors.As(err, &cerr) {
+				t.Fatalf("err = %v, want *config.Error", err)
+			}
+			if strings.Contains(err.Error(), pw) {
+				t.Errorf("the report shows the password: %v", err)
+			}
+			if len(cerr.Problems) != len(tc.want) {
+				t.Fatalf("got %d problems, want %d:\n%v", len(cerr.Problems), len(tc.want), err)
+			}
+			for i, w := range tc.want {
+				if got := cerr.Problems[i].Error(); !strings.HasPrefix(got, w) {
+					t.Errorf("problem %d = %q, want prefix %q", i, got, w)
+				}
+			}
+		})
+	}
+}
+
+// TestIssue13LoadFleet: the fleet module reads the same settings through
+// LoadFleetEnv, with the same rules, and never prints the password.
+func TestIssue13LoadFleet(t *testing.T) {
+	t.Parallel()
+	f, err := config.LoadFleetEnv(map[string]string{"OUTBOUND_FLEET_REDIS_URL": "redis://:pw@r:6379", "OUTBOUND_FLEET_NAMESPACE": "checkout"})
+	if err != nil || f.RedisURL != "redis://:pw@r:6379" || f.Namespace != "checkout" {
+		t.Fatalf("LoadFleetEnv = %+v, %v", f, err)
+	}
+	if s := f.String(); strings.Contains(s, "pw@") {
+		t.Errorf("String() = %s shows the password", s)
+	}
+	if err := (config.Fleet{RedisURL: "http://r"}).Validate(); err == nil || len(err.(*config.Error).Problems) != 2 {
+		t.Errorf("Validate of a bad URL without namespace = %v, want 2 problems", err)
+	}
+}
