@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/redact"
 )
 
@@ -65,8 +65,6 @@ type Fleet struct {
 	closed   bool
 }
 
-var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
 // New connects to the fleet's Redis and starts syncing. A Redis that does
 // not answer is not an error: the fleet starts degraded (every breaker
 // local) and syncs once Redis answers. ctx bounds nothing after New
@@ -82,11 +80,11 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 		cfg.Timeout = 100 * time.Millisecond
 	}
 	shown := redact.BaseURL(cfg.RedisURL)
-	if !namespaceRE.MatchString(cfg.Namespace) {
-		return nil, fmt.Errorf("fleet: namespace %q: want 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", cfg.Namespace)
+	if cfg.RedisURL == "" {
+		return nil, errors.New("fleet: no Redis URL (" + config.FleetRedisURLVar + ")")
 	}
-	if s := strings.ToLower(cfg.RedisURL); !strings.HasPrefix(s, "redis://") && !strings.HasPrefix(s, "rediss://") {
-		return nil, fmt.Errorf("fleet: redis URL %s: want a redis:// or rediss:// URL", shown)
+	if err := (config.Fleet{RedisURL: cfg.RedisURL, Namespace: cfg.Namespace}).Validate(); err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
 	}
 	opt, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
@@ -130,9 +128,28 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	return f, nil
 }
 
+// FromEnv is [New] with the settings of OUTBOUND_FLEET_REDIS_URL and
+// OUTBOUND_FLEET_NAMESPACE, checked by the rules config.Load applies. When
+// OUTBOUND_FLEET_REDIS_URL is unset it returns a nil *Fleet and no error:
+// its Option and Close do nothing, and a registry with a system at scope
+// fleet then refuses to build.
+func FromEnv(ctx context.Context) (*Fleet, error) {
+	fc, err := config.LoadFleet()
+	if err != nil {
+		return nil, err
+	}
+	if fc.RedisURL == "" {
+		return nil, nil
+	}
+	return New(ctx, Config{RedisURL: fc.RedisURL, Namespace: fc.Namespace})
+}
+
 // Close stops syncing and closes the connections to Redis. The breakers
 // keep working, each on its own (local). Close is idempotent.
 func (f *Fleet) Close() error {
+	if f == nil {
+		return nil
+	}
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,5 +127,149 @@ func TestStaleWriterCannotCloseNewerOpen(t *testing.T) {
 	waitFor(t, time.Second, "pod applies v1", func() bool { return c.view.Load().ver == 1 })
 	if c.apply(0, false, 0, time.Now()); c.view.Load().ver != 1 || !c.view.Load().open {
 		t.Errorf("a stale v0 closed message moved the view to %+v", c.view.Load())
+	}
+}
+
+// TestHalfOpenProbesLeasedFleetWide: 5 pods, HALF_OPEN_PROBES=2: no round
+// (one open version) sends more than 2 probes across the fleet, and the
+// round that closes sends exactly 2.
+func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
+	srv := redistest.Start(t)
+	s := testSettings
+	s.openTimeout = 300 * time.Millisecond
+	var pods []*circuit
+	for range 5 {
+		f, c := newPod(t, srv, "probes", s)
+		waitFor(t, 2*time.Second, "sync", f.synced.Load)
+		pods = append(pods, c)
+	}
+	r, err := tripScript.Run(context.Background(), pods[0].f.rdb, []string{pods[0].base + ":state"}, 0, 300, pods[0].f.channel, "payments").Int64Slice()
+	if err != nil || r[0] != 1 {
+		t.Fatalf("trip: %v %v", r, err)
+	}
+	var mu sync.Mutex
+	probes := map[int64]int{} // open version -> probes sent
+	healthy := atomic.Bool{}
+	send := func(c *circuit) func() (*http.Response, error) {
+		return func() (*http.Response, error) {
+			mu.Lock()
+			probes[c.view.Load().ver]++
+			mu.Unlock()
+			time.Sleep(30 * time.Millisecond)
+			if healthy.Load() {
+				return &http.Response{StatusCode: 200}, nil
+			}
+			return nil, errUpstream
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, c := range pods {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				c.Execute(send(c))
+				time.Sleep(2 * time.Millisecond)
+			}
+		})
+	}
+	time.Sleep(1500 * time.Millisecond)
+	healthy.Store(true)
+	waitFor(t, 3*time.Second, "fleet closed", func() bool {
+		for _, c := range pods {
+			if v := c.view.Load(); v.open {
+				return false
+			}
+		}
+		return true
+	})
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	closedAt := pods[0].view.Load().ver // the closed version; its round was ver-1
+	rounds := 0
+	for ver, n := range probes {
+		if ver >= closedAt {
+			continue // closed: ordinary calls
+		}
+		rounds++
+		if n > s.probes {
+			t.Errorf("open version %d: %d probes fleet-wide, want <= %d", ver, n, s.probes)
+		}
+	}
+	if got := probes[closedAt-1]; got != s.probes {
+		t.Errorf("the round that closed sent %d probes, want %d", got, s.probes)
+	}
+	if rounds < 3 {
+		t.Errorf("%d half-open rounds in 1.5s of a dead upstream (open 300ms), want >= 3", rounds)
+	}
+	t.Logf("probes per open version: %v (closed at v%d)", probes, closedAt)
+}
+
+// TestDegradedAndResync: Redis killed, restarted empty, paused: calls
+// never wait, the pods go local, and come back in sync with the state
+// they had (an open that Redis forgot is written back).
+func TestDegradedAndResync(t *testing.T) {
+	srv := redistest.Start(t)
+	var fleets []*Fleet
+	var pods []*circuit
+	for range 2 {
+		f, c := newPod(t, srv, "degraded", testSettings)
+		waitFor(t, 2*time.Second, "sync", f.synced.Load)
+		fleets, pods = append(fleets, f), append(pods, c)
+	}
+	if _, err := tripScript.Run(context.Background(), fleets[0].rdb, []string{pods[0].base + ":state"}, 0, 60000, fleets[0].channel, "payments").Result(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range pods {
+		waitFor(t, time.Second, "open", func() bool { return c.State() == gobreaker.StateOpen })
+	}
+	ok := func() (*http.Response, error) { return &http.Response{StatusCode: 200}, nil }
+
+	srv.Kill()
+	for _, f := range fleets {
+		d := waitFor(t, 2*time.Second, "degraded after kill", func() bool { return !f.Sync().Synced })
+		t.Logf("degraded %v after kill: %s", d, f.Sync().LastError)
+	}
+	for i, c := range pods {
+		start := time.Now()
+		if _, err := c.Execute(ok); err != nil {
+			t.Errorf("pod %d degraded: %v, want the local breaker's answer (closed)", i, err)
+		}
+		if d := time.Since(start); d > 10*time.Millisecond {
+			t.Errorf("pod %d: a call took %v with Redis dead", i, d)
+		}
+	}
+
+	srv.Restart()
+	for _, f := range fleets {
+		d := waitFor(t, 2*time.Second, "in sync after restart", func() bool { return f.Sync().Synced })
+		t.Logf("in sync %v after restart", d)
+	}
+	waitFor(t, time.Second, "the open written back", func() bool {
+		got, _ := srv.Do("HGET", pods[0].base+":state", "s")
+		return got == "1"
+	})
+	for _, c := range pods {
+		if c.State() != gobreaker.StateOpen {
+			t.Errorf("after restart: %v, want open", c.State())
+		}
+	}
+	for _, f := range fleets {
+		t.Logf("before pause: %+v", f.Sync())
+	}
+
+	srv.Pause()
+	start := time.Now()
+	if _, err := pods[0].Execute(ok); !errors.Is(err, gobreaker.ErrOpenState) || time.Since(start) > 10*time.Millisecond {
+		t.Errorf("paused Redis: %v after %v, want open at once", err, time.Since(start))
+	}
+	for _, f := range fleets {
+		waitFor(t, 3*time.Second, "degraded while paused", func() bool { return !f.Sync().Synced })
+	}
+	srv.Resume()
+	for _, f := range fleets {
+		d := waitFor(t, 2*time.Second, "in sync after resume", func() bool { return f.Sync().Synced })
+		t.Logf("in sync %v after resume", d)
 	}
 }
