@@ -31,7 +31,7 @@ type checkSystem struct {
 	Ignored []string `json:"ignored,omitempty"`
 }
 
-func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", "[--system NAME]... [--json]",
 		"Loads every declared system from the environment and prints one line per\n"+
 			"system (ok or FAIL, with its main settings, secrets redacted) and the\n"+
@@ -68,6 +68,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, l := range loaded {
 		warnings = append(warnings, l.Warnings()...)
 	}
+	warnings = append(warnings, fleetWarnings(ctx)...)
 
 	if *asJSON {
 		r := checkReport{

@@ -34,7 +34,7 @@ func cleanEnv(t *testing.T, kv ...string) {
 	t.Helper()
 	for _, e := range os.Environ() {
 		k, _, _ := strings.Cut(e, "=")
-		if k == config.SystemsVar || slices.ContainsFunc(testSystems, func(s string) bool {
+		if k == config.SystemsVar || strings.HasPrefix(k, "OUTBOUND_FLEET_") || slices.ContainsFunc(testSystems, func(s string) bool {
 			return strings.HasPrefix(k, config.Prefix(s)+"_")
 		}) {
 			t.Setenv(k, "") // restores the old value after the test

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +46,29 @@ func TestCheckWarnsOnExpiringCertificate(t *testing.T) {
 	}
 	if code != exitOK || !r.Valid || len(r.Warnings) != 1 || r.Warnings[0].Var != "PAYMENTS_TLS_CERT_FILE" {
 		t.Errorf("--json: exit %d, valid %v, warnings %+v", code, r.Valid, r.Warnings)
+	}
+}
+
+// An unreachable fleet Redis is a warning, not a problem (issue #13):
+// pods start and run local. The password never shows.
+func TestCheckWarnsOnUnreachableFleetRedis(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	cleanEnv(t, "OUTBOUND_SYSTEMS", "payments",
+		"PAYMENTS_BASE_URL", "https://pay.internal/v1", "PAYMENTS_BREAKER_SCOPE", "fleet",
+		"OUTBOUND_FLEET_REDIS_URL", "redis://:hunter2@"+addr, "OUTBOUND_FLEET_NAMESPACE", "checkout")
+	code, out, errOut := runOut(t, "check")
+	if code != exitOK {
+		t.Fatalf("exit %d, want %d (an unreachable Redis is not a config error)\n%s%s", code, exitOK, out, errOut)
+	}
+	if !strings.Contains(out, "warning: OUTBOUND_FLEET_REDIS_URL=redis://REDACTED@") || !strings.Contains(out, "run every breaker local") {
+		t.Errorf("no warning about the fleet's Redis:\n%s", out)
+	}
+	if strings.Contains(out, "hunter2") {
+		t.Errorf("the password shows:\n%s", out)
 	}
 }

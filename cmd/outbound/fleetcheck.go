@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/redact"
+)
+
+// fleetDialTimeout bounds check's look at the fleet's Redis.
+const fleetDialTimeout = time.Second
+
+// fleetWarnings warns when OUTBOUND_FLEET_REDIS_URL is valid but nothing
+// answers at its address: not a configuration problem (pods start and run
+// their breakers local until Redis answers), but worth knowing before a
+// rollout. It only opens a TCP connection: cmd/outbound speaks no Redis,
+// so that the core's tools stay Redis-free.
+func fleetWarnings(ctx context.Context) []config.Problem {
+	f, err := config.LoadFleet()
+	if err != nil || f.RedisURL == "" {
+		return nil // a problem Load reports, or no fleet
+	}
+	u, err := url.Parse(f.RedisURL)
+	if err != nil {
+		return nil
+	}
+	port := u.Port()
+	if port == "" {
+		port = "6379"
+	}
+	dctx, cancel := context.WithTimeout(ctx, fleetDialTimeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(dctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if err == nil {
+		c.Close()
+		return nil
+	}
+	return []config.Problem{{Var: config.FleetRedisURLVar, Value: redact.BaseURL(f.RedisURL), Source: config.FromEnv,
+		Rule: "nothing answers at " + redact.Printable(net.JoinHostPort(u.Hostname(), port)) +
+			": pods will start and run every breaker local until Redis answers"}}
+}
