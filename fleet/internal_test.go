@@ -20,7 +20,7 @@ func testJudge(err error) verdict {
 	switch {
 	case err == nil:
 		return verdictSuccess
-	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
+	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests), err == errExcludedForTest:
 		return verdictExcluded
 	}
 	return verdictFailure

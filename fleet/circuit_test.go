@@ -1,0 +1,82 @@
+package fleet
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// bare is a circuit on a fleet with no Redis and no goroutine: the hot
+// path alone, the fleet's view set by the test.
+func bare(s settings) *circuit {
+	f := &Fleet{wakeCh: make(chan struct{}, 1), circuits: map[string]*circuit{}}
+	f.synced.Store(true)
+	c := &circuit{f: f, name: "payments", local: testLocal(s), judge: testJudge,
+		minRequests: s.minRequests, ratio: s.ratio, window: s.window, openTimeout: s.openTimeout,
+		probes: s.probes, lease: 2 * s.callTimeout, grantLife: s.callTimeout}
+	c.view.Store(&view{})
+	return c
+}
+
+// TestCircuitOpenThenHalfOpen: the view's open time runs on this pod's
+// clock; after it, only a leased probe goes, once per lease, and an
+// excluded outcome gives the lease back.
+func TestCircuitOpenThenHalfOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := bare(testSettings)
+		sent := 0
+		send := func() (*http.Response, error) { sent++; return nil, errUpstream }
+		c.apply(3, true, time.Second, time.Now())
+		if st := c.State(); st != gobreaker.StateOpen {
+			t.Fatalf("State = %v, want open", st)
+		}
+		if _, err := c.Execute(send); !errors.Is(err, gobreaker.ErrOpenState) || sent != 0 {
+			t.Fatalf("open: err %v, sent %d; want ErrOpenState, nothing sent", err, sent)
+		}
+		time.Sleep(time.Second)
+		if st := c.State(); st != gobreaker.StateHalfOpen {
+			t.Fatalf("after the open time: %v, want half-open", st)
+		}
+		if _, err := c.Execute(send); !errors.Is(err, gobreaker.ErrTooManyRequests) || !c.want.Load() || sent != 0 {
+			t.Fatalf("half-open without a lease: err %v, want %v, sent %d", err, c.want.Load(), sent)
+		}
+		applyLease(c, []int64{3, 1, -1, 1}, time.Now())
+		c.Execute(func() (*http.Response, error) { sent++; return nil, errExcludedForTest })
+		if _, err := c.Execute(send); err != errUpstream || sent != 2 {
+			t.Fatalf("with a lease (given back once): err %v, sent %d; want the upstream's error, 2 sent", err, sent)
+		}
+		if _, err := c.Execute(send); !errors.Is(err, gobreaker.ErrTooManyRequests) || sent != 2 {
+			t.Fatalf("lease spent: err %v, sent %d", err, sent)
+		}
+		if len(c.results) != 1 || c.results[0] != (probeResult{ver: 3, ok: false}) {
+			t.Errorf("probe results %v, want one failure of v3", c.results)
+		}
+		c.apply(2, false, 0, time.Now()) // stale: ignored
+		c.apply(4, true, time.Second, time.Now())
+		if _, err := c.Execute(send); !errors.Is(err, gobreaker.ErrOpenState) {
+			t.Errorf("a newer open: %v", err)
+		}
+	})
+}
+
+var errExcludedForTest = errors.New("excluded")
+
+// TestCircuitDegradedIsLocal: out of sync, the local breaker decides and
+// nothing is counted for the fleet.
+func TestCircuitDegradedIsLocal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := bare(testSettings)
+		c.apply(1, true, time.Hour, time.Now())
+		c.f.synced.Store(false)
+		if _, err := c.Execute(func() (*http.Response, error) { return &http.Response{}, nil }); err != nil {
+			t.Fatalf("degraded: %v, want the local breaker's pass", err)
+		}
+		if c.reqs.Load() != 0 {
+			t.Errorf("counted %d for the fleet while degraded", c.reqs.Load())
+		}
+	})
+}

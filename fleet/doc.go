@@ -1,0 +1,55 @@
+// Package fleet shares a circuit breaker across the pods of a service
+// over Redis: the pods trip together, on the evidence of the whole fleet,
+// at the speed of a local breaker, and fall back to their local breakers
+// when Redis fails.
+//
+// It plugs into a registry with [Fleet.Option] and applies to the systems
+// whose BREAKER_SCOPE is fleet; the others keep their local breaker.
+//
+//	f, err := fleet.FromEnv(ctx) // OUTBOUND_FLEET_REDIS_URL, OUTBOUND_FLEET_NAMESPACE
+//	if err != nil { ... }
+//	defer f.Close()
+//	reg, err := registry.FromEnvWith(systems, f.Option())
+//
+// # How it works
+//
+// Calls decide locally and never talk to Redis: while Redis answers, a
+// call reads the fleet's state of its system from one atomic value
+// (closed; open until T, this pod's clock; half-open after T), and a
+// closed state passes the call to the system's own (local) breaker, whose
+// outcome is added to two atomic counters. When Redis does not answer,
+// the local breaker alone decides, as at scope local.
+//
+// One goroutine per Fleet talks to Redis, at most one pipelined round
+// trip per tick (Config.FlushInterval, 200ms) or event, each bounded by
+// Config.Timeout (100ms):
+//
+//   - Evidence: each system's counts since the last flush, only when they
+//     changed, go into the fleet's window of the system (ten buckets of
+//     BREAKER_WINDOW), and the fleet's totals come back. When they break
+//     the system's rule (at least BREAKER_MIN_REQUESTS, failure ratio at
+//     least BREAKER_FAILURE_RATIO) the fleet opens, even if no pod's
+//     breaker would have alone. A pod whose own breaker trips opens the
+//     fleet's at once.
+//   - State: closed or open until T, with a version. Every change is a Lua
+//     script that compares the version (a stale writer can never undo a
+//     newer open) and publishes the change, which a second goroutine
+//     applies as it arrives; each round trip reads the state back, and
+//     with nothing to flush it is read every Config.ReadInterval (1s).
+//   - Half-open: after T, a pod that has a call to make takes a lease
+//     (SET NX PX, one of BREAKER_HALF_OPEN_PROBES per open version) and
+//     sends one probe; the others refuse. A failed probe opens again, the
+//     last of HALF_OPEN_PROBES successes closes: at most that many probes
+//     run in the whole fleet per round.
+//   - Redis failing, slow or emptied: a round trip that fails, or a
+//     subscription that breaks, makes the fleet degraded (every breaker
+//     local) until a round trip succeeds; a state Redis lost (a restart
+//     came back empty) is written back from the pods' view. [Fleet.Sync]
+//     says which, since when, and the last error.
+//
+// Keys live under outbound:fleet:<namespace>:<system>: and changes are
+// published on outbound:fleet:<namespace>, so two services on one Redis
+// never share a breaker. A plain Redis (or a primary) is assumed: the
+// scripts touch keys of one system that share a prefix, not declared
+// Cluster slots.
+package fleet
