@@ -35,20 +35,19 @@ func (c *Client) pass(req *http.Request, n int, last bool) (*http.Response, Op, 
 	if len(c.observers) > 0 {
 		t0 = time.Now()
 	}
-	var op Op
 	resp, err := c.cb.Execute(func() (*http.Response, error) {
-		resp, o, avail, err := c.send(req)
-		op = o
+		resp, op, avail, err := c.send(req)
 		switch {
-		case err != nil && excluded(o, avail):
-			return nil, &excludedError{err}
 		case err != nil:
-			return nil, err
+			// The op rides on the error: a success costs no more than
+			// the closure.
+			return nil, &attemptError{op: op, excluded: excluded(op, avail), err: err}
 		case policy.UpstreamFailure(resp.StatusCode):
 			return resp, errFailedStatus
 		}
 		return resp, nil
 	})
+	var op Op
 	switch {
 	case err == nil:
 	case err == errFailedStatus:
@@ -58,8 +57,8 @@ func (c *Client) pass(req *http.Request, n int, last bool) (*http.Response, Op, 
 	case errors.Is(err, gobreaker.ErrTooManyRequests):
 		resp, err, op = nil, &Error{System: c.name, Op: OpBreaker, Err: errProbesBusy}, OpBreaker
 	default:
-		if ex, ok := err.(*excludedError); ok {
-			err = ex.err
+		if ae, ok := err.(*attemptError); ok {
+			op, err = ae.op, ae.err
 		}
 	}
 	c.observeAttempt(req, n, last, resp, op, err, t0)
@@ -87,12 +86,17 @@ func excluded(op Op, avail time.Duration) bool {
 	return false
 }
 
-// excludedError marks an attempt outcome the breaker neither counts as a
-// success nor as a failure: the caller's cancellation or spent budget.
-type excludedError struct{ err error }
+// attemptError carries a failed attempt's error through the circuit with
+// its op, and whether the circuit must exclude it (neither a success nor a
+// failure: the caller's cancellation or spent budget).
+type attemptError struct {
+	op       Op
+	excluded bool
+	err      error
+}
 
-func (e *excludedError) Error() string { return e.err.Error() }
-func (e *excludedError) Unwrap() error { return e.err }
+func (e *attemptError) Error() string { return e.err.Error() }
+func (e *attemptError) Unwrap() error { return e.err }
 
 // errFailedStatus marks an attempt that got a response the breaker counts
 // as a failure. The response travels with it.
@@ -118,10 +122,10 @@ func newBreaker(name string, c config.Client, onChange func(from, to gobreaker.S
 		},
 		IsSuccessful: func(err error) bool { return err == nil },
 		IsExcluded: func(err error) bool {
-			// pass returns excludedError unwrapped; a type assertion
+			// pass returns attemptError unwrapped; a type assertion
 			// costs no allocation on every attempt, unlike errors.As.
-			_, ok := err.(*excludedError)
-			return ok
+			ae, ok := err.(*attemptError)
+			return ok && ae.excluded
 		},
 	})
 }
@@ -154,5 +158,7 @@ func (r *breakerRefusal) Error() string {
 	return "circuit open"
 }
 
-// Unwrap makes the refusal match ErrCircuitOpen and gobreaker's error.
-func (r *breakerRefusal) Unwrap() []error { return []error{ErrCircuitOpen, r.state} }
+// Is makes the refusal match ErrCircuitOpen; Unwrap, gobreaker's error.
+// Neither allocates.
+func (r *breakerRefusal) Is(target error) bool { return target == ErrCircuitOpen }
+func (r *breakerRefusal) Unwrap() error        { return r.state }
