@@ -140,7 +140,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, name := range demoOrder {
 		d.stats[name] = &sysStats{reasons: map[string]uint64{}}
 	}
-	rec := statuspage.NewRecorder() // the status page's latencies, last errors, breaker changes
+	rec := statuspage.NewRecorder()     // the status page's latencies, last errors, breaker changes
 	promReg := prometheus.NewRegistry() // the demo's own: /metrics shows outbound's series only
 	mets := metrics.New(promReg)
 	reg, err := registry.New(loaded,
