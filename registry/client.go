@@ -153,8 +153,11 @@ func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	resp, err := p.c.call(req, p.c.followRedirects)
 	if e, ok := err.(*Error); ok {
 		// net/http wraps it in a *url.Error that names the method and
-		// the URL: the *Error need not say them twice.
-		e.inURLError = true
+		// the URL: the *Error need not say them twice. A copy, since the
+		// observers may hold the original.
+		quiet := *e
+		quiet.inURLError = true
+		return nil, &quiet
 	}
 	return resp, err
 }
