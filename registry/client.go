@@ -27,8 +27,8 @@ type Client struct {
 	observers []Observer
 	closed    *atomic.Bool // the registry's
 
-	redirects http.Client  // Do's engine: follows redirects inside one permit and one deadline
-	outer     *http.Client // HTTPClient(): the whole pipeline per request
+	redirects http.Client  // the redirect engine of both entry points, inside one permit and one deadline
+	outer     *http.Client // HTTPClient()'s template: the whole pipeline per request, never follows itself
 
 	stats counters
 }
