@@ -37,7 +37,11 @@ func newClient(t *testing.T, baseURL string, d config.Client) *registry.Client {
 }
 
 // noRetries keeps a test to one attempt per call.
-var noRetries = config.Client{Retries: config.None}
+var noRetries = func() config.Client {
+	d := config.Baseline()
+	d.Retries = 0
+	return d
+}()
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -361,8 +365,9 @@ func TestFastFailuresAreDegradable(t *testing.T) {
 	})
 	t.Run("read timeout", func(t *testing.T) {
 		srv := testutil.NewServer(t, testutil.SlowHeaders())
-		c := newClient(t, srv.URL, config.Client{Retries: config.None, ConnectTimeout: 100 * time.Millisecond,
-			TLSHandshakeTimeout: 100 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, CallTimeout: 2 * time.Second})
+		d := noRetries
+		d.ConnectTimeout, d.TLSHandshakeTimeout, d.ReadTimeout, d.CallTimeout = 100*time.Millisecond, 100*time.Millisecond, 200*time.Millisecond, 2*time.Second
+		c := newClient(t, srv.URL, d)
 		err := adapters.GetJSON(ctxT(t), c, []string{"x"}, nil)
 		var re *registry.Error
 		if !errors.As(err, &re) || !re.Timeout() || !adapters.Degradable(err) {

@@ -1,144 +1,157 @@
 package config
 
 import (
-	"fmt"
+	"github.com/outbound-go/outbound/internal/redact"
+
 	"log/slog"
 	"reflect"
+	"strconv"
+	"strings"
 	"time"
 )
 
 // Client holds the settings of one external system. The zero value is not
 // valid: start from [Baseline] or let [Load] fill it.
 //
-// Every field is read from the variable <PREFIX>_<env tag>. The baseline
-// value and the rule of each field are given next to it; `outbound env`
-// prints the same reference.
+// Every field is read from the variable <PREFIX>_<NAME>, where envconfig
+// names NAME after the field (split_words: ConnectTimeout reads
+// CONNECT_TIMEOUT; an envconfig tag where an acronym would split wrongly).
+// Its rules are stated once, in its validate tag (validator/v10 syntax,
+// plus the custom tags baseurl, callbudget and httpsbase; see rules.go),
+// and its TLS file kind in its file tag: validation, problem messages,
+// `outbound env`, the generated ConfigMap and the README's table are all
+// derived from them. The baseline of each field is in [Baseline].
 type Client struct {
 	// BaseURL is the absolute http or https URL that relative request URLs
 	// resolve against. Required; userinfo and token-like query parameters
 	// are redacted in every report.
-	BaseURL string `env:"BASE_URL" validate:"baseurl" secret:"url" desc:"absolute http(s) URL of the system; relative request paths resolve against it" rule:"required, absolute http or https URL with a host"`
+	BaseURL string `split_words:"true" validate:"baseurl" secret:"url" desc:"absolute http(s) URL of the system; relative request paths resolve against it"`
 
 	// ConnectTimeout bounds the TCP handshake (net.Dialer.Timeout).
 	// Baseline 2s: one data centre. Use ~5s over the internet.
-	ConnectTimeout time.Duration `env:"CONNECT_TIMEOUT" validate:"gt=0" desc:"bound on the TCP connect" rule:"> 0, < READ_TIMEOUT"`
+	ConnectTimeout time.Duration `split_words:"true" validate:"gt=0,ltfield=ReadTimeout" desc:"bound on the TCP connect"`
 
 	// TLSHandshakeTimeout bounds the TLS handshake. Baseline 3s.
-	TLSHandshakeTimeout time.Duration `env:"TLS_HANDSHAKE_TIMEOUT" validate:"gt=0" desc:"bound on the TLS handshake" rule:"> 0, <= READ_TIMEOUT"`
+	TLSHandshakeTimeout time.Duration `split_words:"true" validate:"gt=0,ltefield=ReadTimeout" desc:"bound on the TLS handshake"`
 
 	// ReadTimeout bounds the wait for the response headers once the
 	// request is written (Transport.ResponseHeaderTimeout). Baseline 10s,
 	// a fast API; 30s for heavy ones; never more than 60s.
-	ReadTimeout time.Duration `env:"READ_TIMEOUT" validate:"gt=0,lte=60s" desc:"bound on the wait for response headers" rule:"> 0, < CALL_TIMEOUT, <= 60s"`
+	ReadTimeout time.Duration `split_words:"true" validate:"gt=0,lte=60s" desc:"bound on the wait for response headers; a longer wait is a job for an asynchronous call (202 + polling)" why:"lte:a synchronous call should not wait longer for its response; make the call asynchronous (202 Accepted + polling)"`
 
 	// CallTimeout bounds the whole call, retries and body read included,
 	// like http.Client.Timeout. A shorter caller deadline always wins.
 	// Baseline 15s.
-	CallTimeout time.Duration `env:"CALL_TIMEOUT" validate:"gt=0" desc:"bound on the whole call, retries and body included" rule:"> 0, >= CONNECT_TIMEOUT + READ_TIMEOUT + 1s"`
+	CallTimeout time.Duration `split_words:"true" validate:"gt=0,callbudget" desc:"bound on the whole call, retries and body included"`
 
 	// IdleConnTimeout closes pooled connections idle for this long.
 	// Baseline 90s.
-	IdleConnTimeout time.Duration `env:"IDLE_CONN_TIMEOUT" validate:"gt=0,lte=10m" desc:"how long an idle pooled connection is kept" rule:"> 0, <= 10m"`
+	IdleConnTimeout time.Duration `split_words:"true" validate:"gt=0,lte=10m" desc:"how long an idle pooled connection is kept"`
 
 	// MaxConcurrent is the bulkhead: calls in flight at once. It also
 	// sizes the connection pool (MaxIdleConnsPerHost and MaxConnsPerHost).
 	// Baseline 32.
-	MaxConcurrent int `env:"MAX_CONCURRENT" validate:"min=1,max=10000" desc:"calls in flight at once (bulkhead); also sizes the connection pool" rule:"1..10000"`
+	MaxConcurrent int `split_words:"true" validate:"min=1,max=10000" desc:"calls in flight at once (bulkhead); also sizes the connection pool"`
 
 	// BulkheadMaxWait is how long a call waits for a free slot when
 	// MaxConcurrent calls are in flight. 0 (the baseline) rejects at once
 	// with bulkhead.ErrFull. The wait counts against CallTimeout.
-	BulkheadMaxWait time.Duration `env:"BULKHEAD_MAX_WAIT" validate:"gte=0" desc:"how long a call waits for a bulkhead slot; 0 rejects at once" rule:">= 0, < CALL_TIMEOUT"`
+	BulkheadMaxWait time.Duration `split_words:"true" validate:"gte=0,ltfield=CallTimeout" desc:"how long a call waits for a bulkhead slot; 0 rejects at once"`
 
 	// Retries is the number of retries after the first attempt, for
-	// requests that are safe to replay. Baseline 2. In [System].Defaults,
-	// 0 means "take the baseline": write [None] to mean no retries.
-	Retries int `env:"RETRIES" validate:"min=0,max=10" desc:"retries after the first attempt (idempotent requests only)" rule:"0..10"`
+	// requests that are safe to replay. Baseline 2. For a system that
+	// never retries, start its [System].Defaults from [Baseline] and set
+	// Retries to 0.
+	Retries int `split_words:"true" validate:"min=0,max=10" desc:"retries after the first attempt (idempotent requests only)"`
 
 	// BackoffBase is the first retry's backoff ceiling; it doubles per
 	// retry up to BackoffMax, with full jitter. Baseline 100ms.
-	BackoffBase time.Duration `env:"BACKOFF_BASE" validate:"gt=0" desc:"backoff before the first retry (doubles, full jitter)" rule:"> 0, <= BACKOFF_MAX"`
+	BackoffBase time.Duration `split_words:"true" validate:"gt=0,ltefield=BackoffMax" desc:"backoff before the first retry (doubles, full jitter)"`
 
 	// BackoffMax caps the backoff. Baseline 2s.
-	BackoffMax time.Duration `env:"BACKOFF_MAX" validate:"gt=0" desc:"cap on the backoff between retries" rule:"> 0"`
+	BackoffMax time.Duration `split_words:"true" validate:"gt=0" desc:"cap on the backoff between retries"`
 
 	// RetryAfterMax is the longest Retry-After the client honours; a
 	// longer hint ends the call with the response instead of waiting.
 	// Baseline 10s.
-	RetryAfterMax time.Duration `env:"RETRY_AFTER_MAX" validate:"gt=0" desc:"longest Retry-After hint honoured; longer hints end the call" rule:"> 0"`
+	RetryAfterMax time.Duration `split_words:"true" validate:"gt=0" desc:"longest Retry-After hint honoured; longer hints end the call"`
 
 	// OmitTimeBudget stops the client from sending X-Time-Budget (the
 	// milliseconds left of the call) on each attempt. Set it for third
 	// parties, who have no use for an internal budget. Baseline false.
-	OmitTimeBudget bool `env:"OMIT_TIME_BUDGET" desc:"do not send X-Time-Budget (e.g. to third parties)" rule:"true or false"`
+	OmitTimeBudget bool `split_words:"true" desc:"do not send X-Time-Budget (e.g. to third parties)"`
 
 	// RetryBudgetRatio caps retries at this fraction of recent calls, so
 	// retries cannot turn an outage into a storm. Baseline 0.2.
-	RetryBudgetRatio float64 `env:"RETRY_BUDGET_RATIO" validate:"gt=0,lte=1" desc:"retries allowed as a fraction of recent calls" rule:"(0, 1]"`
+	RetryBudgetRatio float64 `split_words:"true" validate:"gt=0,lte=1" desc:"retries allowed as a fraction of recent calls"`
 
 	// RetryBudgetMinPerSec is the floor of retries per second always
 	// allowed by the retry budget. Baseline 10.
-	RetryBudgetMinPerSec int `env:"RETRY_BUDGET_MIN_PER_SEC" validate:"min=0,max=10000" desc:"retries per second always allowed by the retry budget" rule:"0..10000"`
+	RetryBudgetMinPerSec int `split_words:"true" validate:"min=0,max=10000" desc:"retries per second always allowed by the retry budget"`
 
 	// BreakerFailureRatio opens the breaker when this fraction of the
 	// attempts in the window failed. Baseline 0.5.
-	BreakerFailureRatio float64 `env:"BREAKER_FAILURE_RATIO" validate:"gt=0,lte=1" desc:"failure ratio in the window that opens the breaker" rule:"(0, 1]"`
+	BreakerFailureRatio float64 `split_words:"true" validate:"gt=0,lte=1" desc:"failure ratio in the window that opens the breaker"`
 
 	// BreakerMinRequests is the number of attempts in the window before
 	// the ratio is judged. Baseline 20.
-	BreakerMinRequests int `env:"BREAKER_MIN_REQUESTS" validate:"min=1,max=100000" desc:"attempts in the window before the failure ratio counts" rule:"1..100000"`
+	BreakerMinRequests int `split_words:"true" validate:"min=1,max=100000" desc:"attempts in the window before the failure ratio counts"`
 
 	// BreakerWindow is the rolling window the ratio is computed over, in
 	// ten buckets. Baseline 30s.
-	BreakerWindow time.Duration `env:"BREAKER_WINDOW" validate:"gte=1s,lte=1h" desc:"rolling window of the failure ratio (10 buckets)" rule:">= 1s, <= 1h"`
+	BreakerWindow time.Duration `split_words:"true" validate:"gte=1s,lte=1h" desc:"rolling window of the failure ratio (10 buckets)"`
 
 	// BreakerOpenTimeout is how long the breaker stays open before it lets
 	// probes through (half-open). Baseline 15s.
-	BreakerOpenTimeout time.Duration `env:"BREAKER_OPEN_TIMEOUT" validate:"gt=0,lte=1h" desc:"time open before probes are let through" rule:"> 0, <= 1h"`
+	BreakerOpenTimeout time.Duration `split_words:"true" validate:"gt=0,lte=1h" desc:"time open before probes are let through"`
 
 	// BreakerHalfOpenProbes is the number of probes let through when
 	// half-open; that many successes close the breaker, one failure opens
 	// it again. Baseline 3.
-	BreakerHalfOpenProbes int `env:"BREAKER_HALF_OPEN_PROBES" validate:"min=1,max=1000" desc:"probes let through when half-open; all must succeed to close" rule:"1..1000"`
+	BreakerHalfOpenProbes int `split_words:"true" validate:"min=1,max=1000" desc:"probes let through when half-open; all must succeed to close"`
 
 	// FollowRedirects is the redirect policy: "none", "same-host" (the
 	// baseline: only to the same scheme and host) or "any".
-	FollowRedirects string `env:"FOLLOW_REDIRECTS" validate:"oneof=none same-host any" desc:"redirect policy: none, same-host or any" rule:"one of none, same-host, any"`
+	FollowRedirects string `split_words:"true" validate:"oneof=none same-host any" desc:"redirect policy: none, same-host or any"`
 
 	// MaxRedirects caps the redirects followed in one call. Baseline 3.
-	// In [System].Defaults, write [None] to mean zero.
-	MaxRedirects int `env:"MAX_REDIRECTS" validate:"min=0,max=20" desc:"redirects followed in one call at most" rule:"0..20"`
+	MaxRedirects int `split_words:"true" validate:"min=0,max=20" desc:"redirects followed in one call at most"`
 
 	// TLSCAFile is a PEM bundle of CAs trusted in addition to the system
 	// roots (or alone, with TLSCAOnly). Empty: system roots only.
-	TLSCAFile string `env:"TLS_CA_FILE" desc:"PEM bundle of extra trusted CAs" rule:"readable PEM file with at least one certificate"`
+	TLSCAFile string `envconfig:"TLS_CA_FILE" file:"ca" desc:"PEM bundle of extra trusted CAs"`
 
 	// TLSCAOnly trusts TLSCAFile alone instead of adding it to the system
 	// roots. Baseline false.
-	TLSCAOnly bool `env:"TLS_CA_ONLY" desc:"trust TLS_CA_FILE alone, not the system roots" rule:"true or false; needs TLS_CA_FILE"`
+	TLSCAOnly bool `envconfig:"TLS_CA_ONLY" validate:"excluded_without=TLSCAFile" desc:"trust TLS_CA_FILE alone, not the system roots"`
 
 	// TLSCertFile and TLSKeyFile are the client certificate and key for
 	// mTLS, both or neither. They are re-read when the files change.
-	TLSCertFile string `env:"TLS_CERT_FILE" desc:"client certificate (PEM) for mTLS" rule:"with TLS_KEY_FILE; https BASE_URL"`
-	TLSKeyFile  string `env:"TLS_KEY_FILE" desc:"client private key (PEM) for mTLS" rule:"with TLS_CERT_FILE; matches the certificate"`
+	TLSCertFile string `split_words:"true" validate:"required_with=TLSKeyFile,httpsbase" file:"cert" desc:"client certificate (PEM) for mTLS"`
+	TLSKeyFile  string `split_words:"true" validate:"required_with=TLSCertFile" file:"key" desc:"client private key (PEM) for mTLS"`
 
 	// TLSServerName overrides the name used for SNI and verification.
-	TLSServerName string `env:"TLS_SERVER_NAME" validate:"omitempty,hostname_rfc1123" desc:"name for SNI and certificate verification" rule:"a host name"`
+	TLSServerName string `split_words:"true" validate:"omitempty,hostname_rfc1123" desc:"name for SNI and certificate verification"`
 
 	// TLSMinVersion is the lowest TLS version accepted: "1.2" (baseline)
 	// or "1.3".
-	TLSMinVersion string `env:"TLS_MIN_VERSION" validate:"oneof=1.2 1.3" desc:"lowest TLS version accepted" rule:"1.2 or 1.3"`
+	TLSMinVersion string `split_words:"true" validate:"oneof=1.2 1.3" desc:"lowest TLS version accepted"`
+
+	// whole is set by [Baseline]: a Client that starts from it is taken
+	// whole as [System].Defaults, zero fields included.
+	whole bool
 }
 
-// None, written in a [System].Defaults field where 0 is meaningful
-// (Retries, MaxRedirects), means 0. A plain 0 there means "take the
-// baseline", as it does for every other field.
-const None = -1
-
 // Baseline returns the settings every system starts from. Deviations are
-// declared per system in [System].Defaults, with a comment saying why.
+// declared per system in [System].Defaults, with a comment saying why;
+// start from Baseline to write any value, zero included:
+//
+//	d := config.Baseline()
+//	d.Retries = 0 // payments: a POST is never replayed
+//	config.System{Name: "payments", Defaults: d}
 func Baseline() Client {
 	return Client{
+		whole:                 true,
 		ConnectTimeout:        2 * time.Second,
 		TLSHandshakeTimeout:   3 * time.Second,
 		ReadTimeout:           10 * time.Second,
@@ -164,8 +177,13 @@ func Baseline() Client {
 }
 
 // System declares one external system: its name and the defaults it uses
-// where its environment says nothing. Zero fields of Defaults take the
-// [Baseline]; see [None].
+// where its environment says nothing.
+//
+// Defaults built from [Baseline] are taken whole: every field is what it
+// says, 0 included (Retries: 0 means no retries). A Client written as a
+// literal (config.Client{ConnectTimeout: 5 * time.Second}) is laid over
+// the baseline field by field instead: its zero fields take the baseline,
+// so it cannot say 0. The zero Defaults is the baseline.
 type System struct {
 	// Name is lower case letters, digits, '-' and '_', starting with a
 	// letter, at most 63 bytes. The prefix of its variables is the name in
@@ -175,31 +193,58 @@ type System struct {
 	Defaults Client
 }
 
-// withDefaults returns the baseline with every non-zero field of d laid
-// over it; [None] turns into 0.
+// withDefaults returns the settings a system starts from: d itself when
+// it was built from [Baseline], otherwise the baseline with every
+// non-zero field of d laid over it.
 func withDefaults(d Client) Client {
+	if d.whole {
+		return d
+	}
 	out := Baseline()
 	ov, dv := reflect.ValueOf(&out).Elem(), reflect.ValueOf(d)
-	for i := range dv.NumField() {
-		f := dv.Field(i)
-		if f.IsZero() {
-			continue
+	for i := range fields().all {
+		if f := dv.Field(fields().all[i].index); !f.IsZero() {
+			ov.Field(fields().all[i].index).Set(f)
 		}
-		if f.Kind() == reflect.Int && f.Int() == None {
-			ov.Field(i).SetInt(0)
-			continue
-		}
-		ov.Field(i).Set(f)
 	}
 	return out
 }
 
-// String renders the settings with BaseURL redacted, so that printing a
-// Client (%v, %+v) never shows credentials.
+// codeSources marks in sources (by field table index) the fields that
+// d, a System.Defaults, sets: those that differ from the baseline when d
+// was built from it, the non-zero ones otherwise.
+func codeSources(d Client, sources []Source) {
+	dv := reflect.ValueOf(&d).Elem()
+	ref := Client{} // a literal sets what is not zero
+	if d.whole {
+		ref = Baseline() // a whole Defaults sets what is not the baseline
+	}
+	rv := reflect.ValueOf(&ref).Elem()
+	for i := range fields().all {
+		if j := fields().all[i].index; !dv.Field(j).Equal(rv.Field(j)) {
+			sources[i] = FromCode
+		}
+	}
+}
+
+// String renders the settings as {BaseURL:… ConnectTimeout:2s …}, BaseURL
+// redacted and control characters quoted, so that printing a Client (%v,
+// %+v) never shows credentials nor forges a line.
 func (c Client) String() string {
-	c.BaseURL = RedactURL(c.BaseURL)
-	type plain Client // no String method: no recursion
-	return fmt.Sprintf("%+v", plain(c))
+	v := reflect.ValueOf(c)
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range fields().all {
+		f := &fields().all[i]
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(f.goName)
+		b.WriteByte(':')
+		b.WriteString(redact.Printable(f.format(v.Field(f.index))))
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 // GoString is String, so that %#v does not show credentials either.
@@ -208,4 +253,24 @@ func (c Client) GoString() string { return c.String() }
 // LogValue makes slog log a Client with BaseURL redacted.
 func (c Client) LogValue() slog.Value {
 	return slog.StringValue(c.String())
+}
+
+// MarshalJSON renders the settings as an object keyed by variable suffix
+// (CONNECT_TIMEOUT), each value spelled as the environment spells it
+// ("2s"), secrets redacted: json.Marshal of a Client, or of anything
+// holding one, never shows credentials.
+func (c Client) MarshalJSON() ([]byte, error) {
+	v := reflect.ValueOf(c)
+	var b []byte
+	b = append(b, '{')
+	for i := range fields().all {
+		f := &fields().all[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, f.suffix)
+		b = append(b, ':')
+		b = strconv.AppendQuote(b, f.format(v.Field(f.index)))
+	}
+	return append(b, '}'), nil
 }

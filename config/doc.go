@@ -9,14 +9,44 @@
 // environment. Systems are declared in code, in OUTBOUND_SYSTEMS
 // ("payments,inventory"), or both.
 //
-// Loading uses github.com/kelseyhightower/envconfig to name and look up
-// the variables and github.com/go-playground/validator/v10 to check them.
-// Unlike envconfig.Process, [Load] does not stop at the first bad value: it
-// collects every problem of every field of every system (values that do not
-// parse, rules that are broken, variables that match no field) into one
-// [*Error], so a pod with a bad environment stops at start with one report
-// that names every bad variable. Secrets (URL userinfo, token-like query
-// parameters) are redacted in every message.
+// Each setting's variable name comes from github.com/kelseyhightower/envconfig:
+// the fields of [Client] carry its split_words tag (ConnectTimeout reads
+// PAYMENTS_CONNECT_TIMEOUT) or, where its convention would split an
+// acronym wrongly, its envconfig tag (TLS_CA_FILE), and this package asks
+// envconfig.Usagef for every name once. That is the part of envconfig that
+// fits here. Its Process does not read the values, for three reasons: it
+// stops at the first value that does not parse (and its ParseError has no
+// Unwrap), where [Load] must name every bad variable of every system in
+// one report; it reads only the process environment, through its own
+// lookup, so a load could not be given an environment ([LoadEnv]) and
+// tests would have to serialise on t.Setenv; and it fills typed fields
+// without saying which came from the environment, which every report shows
+// ("(baseline default)"). So one loop (loadSystem) reads each name from
+// the given environment, parses it with the standard library
+// (time.ParseDuration, strconv.ParseInt, ...) and records its source;
+// github.com/go-playground/validator/v10 then checks the struct. [Load]
+// collects every problem of every field of every system (values that do
+// not parse, rules that are broken, likely typos of a setting's name) into
+// one [*Error], so a pod with a bad environment stops at start with one
+// report that names every bad variable. Secrets (URL userinfo, every query
+// value of BASE_URL) are redacted in every message, and a value holding a
+// control character is shown quoted.
+//
+// Each rule of a setting is written once, in the validate tag of its
+// [Client] field (validator/v10's tags, cross-field ones included, and the
+// custom tags baseurl, callbudget and httpsbase); the message a problem
+// shows, the reference of [Reference] (`outbound env`, its ConfigMap and
+// the README's table) are derived from it. A rule between two settings is
+// reported on the one the operator set (env over code over baseline),
+// with the other side's value and source.
+//
+// Variables under a system's prefix that are no setting are either a
+// near miss of one (PAYMENTS_CONECT_TIMEOUT: a problem, with "did you
+// mean") or not outbound's (an SDK's STRIPE_SECRET_KEY: left alone, listed
+// by [Loaded.Ignored]).
+//
+// Load reads the TLS files once, checks them and keeps what it read
+// ([Loaded.TLSFiles]) for the registry.
 //
 // The timeout rules are strict: every timeout is > 0 (zero would mean
 // "never time out"), connect < read < call, call >= connect + read + 1s,

@@ -31,7 +31,7 @@ func ExampleLoad() {
 	fmt.Println(systems[0].Summary())
 	// Output:
 	// outbound config: 1 problem
-	//   PAYMENTS_CALL_TIMEOUT=3s: must be >= CONNECT_TIMEOUT + READ_TIMEOUT + 1s (= 8s)
+	//   PAYMENTS_CALL_TIMEOUT=3s: must be >= CONNECT_TIMEOUT + READ_TIMEOUT + 1s (= 8s; CONNECT_TIMEOUT = 2s, env; READ_TIMEOUT = 5s, env)
 	// true
 	// payments base=https://REDACTED@payments.internal:8443/v1 connect=2s tls=3s read=5s call=3s max_concurrent=32 bulkhead_wait=0 retries=2 backoff=100ms..2s breaker=0.5/20 in 30s open 15s redirects=same-host
 }

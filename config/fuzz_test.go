@@ -86,7 +86,7 @@ func FuzzLoad(f *testing.F) {
 
 		code := []config.System{{Name: "payments"}}
 		if two {
-			code = append(code, config.System{Name: "inventory", Defaults: config.Client{ConnectTimeout: time.Second, Retries: config.None}})
+			code = append(code, config.System{Name: "inventory", Defaults: inventoryDefaults()})
 		}
 		ls, err := config.Load(code...)
 
@@ -132,4 +132,11 @@ func FuzzLoad(f *testing.F) {
 			t.Errorf("inventory not loaded (err: %v)", err)
 		}
 	})
+}
+
+// inventoryDefaults starts from the baseline: no retries, a 1s connect.
+func inventoryDefaults() config.Client {
+	d := config.Baseline()
+	d.ConnectTimeout, d.Retries = time.Second, 0
+	return d
 }

@@ -1,6 +1,10 @@
 package config
 
 import (
+	"encoding/json"
+	"github.com/outbound-go/outbound/internal/redact"
+	"slices"
+
 	"fmt"
 	"log/slog"
 	"math"
@@ -11,8 +15,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/kelseyhightower/envconfig"
 )
 
 // SystemsVar names the variable that declares systems by name, comma
@@ -54,7 +56,15 @@ type Loaded struct {
 	defaults Client   // System.Defaults, for Vars
 	valid    bool     // Load found no problem with this system
 	checked  Client   // the settings Load validated
+	ignored  []string // variables under Prefix that are not outbound's
+	tls      tlsState // what Load read from the TLS files
 }
+
+// Ignored returns the variables under the system's prefix that Load left
+// alone because they are not outbound's (an SDK's STRIPE_SECRET_KEY, a
+// Kubernetes PAYMENTS_SERVICE_HOST), sorted. A near miss of a setting's
+// name is a problem instead. Values are never kept.
+func (l Loaded) Ignored() []string { return slices.Clone(l.ignored) }
 
 // Valid reports whether [Load] loaded this system and found no problem
 // with it. A Loaded built by hand, or one Load reported problems for, is
@@ -79,7 +89,7 @@ func (l *Loaded) shown(f *field) string {
 func redactText(f *field, text string) string {
 	switch {
 	case f.typ == "url":
-		return RedactURL(text)
+		return redact.BaseURL(text)
 	case f.secret:
 		return redacted
 	}
@@ -92,13 +102,26 @@ func (l Loaded) String() string {
 	return fmt.Sprintf("%s (%s_*): %v", l.Name, l.Prefix, l.Client)
 }
 
+// GoString is String, so that %#v does not show credentials either.
+func (l Loaded) GoString() string { return l.String() }
+
 // LogValue makes slog log a Loaded redacted.
 func (l Loaded) LogValue() slog.Value { return slog.StringValue(l.String()) }
+
+// MarshalJSON renders the name, the prefix and the settings, redacted
+// (see [Client.MarshalJSON]).
+func (l Loaded) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Name   string `json:"name"`
+		Prefix string `json:"prefix"`
+		Client Client `json:"client"`
+	}{l.Name, l.Prefix, l.Client})
+}
 
 // SourceOf says where the setting with the given env suffix
 // ("CONNECT_TIMEOUT") came from.
 func (l Loaded) SourceOf(suffix string) Source {
-	f, ok := fieldBySuffix[suffix]
+	f, ok := fields().bySuffix[suffix]
 	if !ok || f.index >= len(l.sources) {
 		return FromBaseline
 	}
@@ -114,7 +137,21 @@ func (l Loaded) SourceOf(suffix string) Source {
 // system together with the systems it could load, so that a tool can still
 // show their effective settings. Load never panics on any input.
 func Load(systems ...System) ([]Loaded, error) {
-	return load(os.Environ(), systems)
+	environ := os.Environ()
+	env := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return load(env, systems)
+}
+
+// LoadEnv is [Load] with the environment given as a map (KEY -> value)
+// instead of read from the process: for tests, which can then run in
+// parallel, and for tools that check an environment they did not start
+// with. The map is only read.
+func LoadEnv(env map[string]string, systems ...System) ([]Loaded, error) {
+	return load(env, systems)
 }
 
 // nameRE is the shape of a system name: "payments", "order-history".
@@ -149,15 +186,10 @@ func LoadCode(systems ...System) ([]Loaded, error) {
 	return load(nil, systems)
 }
 
-// load declares and loads systems; environ nil means "code only".
-func load(environ []string, systems []System) ([]Loaded, error) {
-	useEnv := environ != nil
+// load declares and loads systems, reading env (nil for "code only"). It
+// is the one path by which values are read.
+func load(env map[string]string, systems []System) ([]Loaded, error) {
 	var probs []Problem
-	env := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
 
 	// Declare: code first, then OUTBOUND_SYSTEMS.
 	decl := make([]System, 0, len(systems))
@@ -215,18 +247,16 @@ func load(environ []string, systems []System) ([]Loaded, error) {
 	}
 
 	out := make([]Loaded, 0, len(decl))
-	v := newValidator()
-	known := make(map[string]bool, len(decl)*len(fieldTable)+1)
-	known[SystemsVar] = true
 	for _, s := range decl {
-		l, ps := loadSystem(v, s, useEnv)
+		l, ps := loadSystem(s, env)
 		out = append(out, l)
 		probs = append(probs, ps...)
-		for i := range fieldTable {
-			known[l.Prefix+"_"+fieldTable[i].suffix] = true
-		}
 	}
-	probs = append(probs, unknownVars(env, known, byPrefix)...)
+	typos, ignored := unknownVars(env, byPrefix)
+	probs = append(probs, typos...)
+	for i := range out {
+		out[i].ignored = ignored[out[i].Name]
+	}
 	bad := make(map[string]bool)
 	for _, p := range probs {
 		bad[p.System] = true
@@ -263,76 +293,41 @@ func sourceOfWhere(where string) Source {
 	return FromCode
 }
 
-// rawValue receives a variable's text from envconfig, unparsed, so that
-// every bad value can be reported instead of only the first one.
-type rawValue struct {
-	text string
-	set  bool
-}
-
-// Set implements envconfig.Setter.
-func (r *rawValue) Set(s string) error {
-	r.text, r.set = s, true
-	return nil
-}
-
-// rawSpec is the struct envconfig fills: one rawValue per setting, each
-// field named after its variable suffix (CONNECT_TIMEOUT), so envconfig
-// derives PAYMENTS_CONNECT_TIMEOUT with no "envconfig" tag and therefore
-// never falls back to an unprefixed CONNECT_TIMEOUT.
-var rawSpec = func() reflect.Type {
-	fs := make([]reflect.StructField, len(fieldTable))
-	for i, f := range fieldTable {
-		fs[i] = reflect.StructField{Name: f.suffix, Type: reflect.TypeFor[rawValue]()}
-	}
-	return reflect.StructOf(fs)
-}()
-
-func loadSystem(v *validatorSet, s System, useEnv bool) (Loaded, []Problem) {
+// loadSystem reads the variables of s from env (nil: none), parses them
+// over the system's defaults and validates the result.
+func loadSystem(s System, env map[string]string) (Loaded, []Problem) {
 	l := Loaded{Name: s.Name, Prefix: Prefix(s.Name), Client: withDefaults(s.Defaults), defaults: s.Defaults}
-	l.sources = make([]Source, len(fieldTable))
-	l.raw = make([]string, len(fieldTable))
-	dv := reflect.ValueOf(s.Defaults)
-	for i := range fieldTable {
-		if !dv.Field(i).IsZero() {
-			l.sources[i] = FromCode
-		}
-	}
+	l.sources = make([]Source, len(fields().all))
+	l.raw = make([]string, len(fields().all))
+	codeSources(s.Defaults, l.sources)
 
-	raw := reflect.New(rawSpec)
 	var probs []Problem
-	if !useEnv {
-		// Nothing is read: every rawValue stays unset.
-	} else if err := envconfig.Process(l.Prefix, raw.Interface()); err != nil {
-		// rawValue.Set never fails, so this is a broken spec: report it
-		// rather than hide it.
-		probs = append(probs, Problem{System: s.Name, Var: l.Prefix + "_*", Rule: "envconfig: " + err.Error()})
-	}
 	cv := reflect.ValueOf(&l.Client).Elem()
 	bad := make(map[string]bool)
-	for i := range fieldTable {
-		f := &fieldTable[i]
-		r := raw.Elem().Field(i).Addr().Interface().(*rawValue)
-		if !r.set {
+	for i := range fields().all {
+		f := &fields().all[i]
+		text, set := env[l.Prefix+"_"+f.suffix]
+		if !set {
 			continue
 		}
 		l.sources[i] = FromEnv
-		l.raw[i] = redactText(f, r.text)
-		if err := parseInto(cv.Field(f.index), f, r.text); err != "" {
+		l.raw[i] = redactText(f, text)
+		if err := parseInto(cv.Field(f.index), f, text); err != "" {
 			bad[f.goName] = true
-			val := r.text
+			val := text
 			if f.typ == "url" {
-				val = RedactURL(val)
+				val = redact.BaseURL(val)
 			} else if f.secret {
 				val = redacted
 			}
 			probs = append(probs, Problem{System: s.Name, Var: l.Prefix + "_" + f.suffix, Value: val, Source: FromEnv, Rule: err})
 		}
 	}
-	probs = append(probs, v.check(&l, bad)...)
+	probs = append(probs, check(&l, bad)...)
 	// The TLS files are read now, so a missing file, a key that does not
 	// match its certificate or an expired certificate joins this report.
-	tlsProbs, _ := checkTLSFiles(&l, bad, time.Now())
+	tlsProbs, warns, files := checkTLSFiles(&l, bad, time.Now())
+	l.tls = tlsState{read: true, files: files, warns: warns}
 	probs = append(probs, tlsProbs...)
 	return l, probs
 }
@@ -342,13 +337,14 @@ func loadSystem(v *validatorSet, s System, useEnv bool) (Loaded, []Problem) {
 // included. It returns l, valid, or an [*Error] with every problem.
 // Values shown in problems are the edited ones.
 func Revalidate(l Loaded) (Loaded, error) {
-	if len(l.sources) != len(fieldTable) {
+	if len(l.sources) != len(fields().all) {
 		return l, &Error{Problems: []Problem{{System: l.Name, Var: "code", Value: l.Name,
 			Rule: "settings not loaded by config.Load or config.LoadCode"}}}
 	}
-	l.raw = make([]string, len(fieldTable)) // the environment's text no longer applies
-	probs := newValidator().check(&l, nil)
-	tlsProbs, _ := checkTLSFiles(&l, nil, time.Now())
+	l.raw = make([]string, len(fields().all)) // the environment's text no longer applies
+	probs := check(&l, nil)
+	tlsProbs, warns, files := checkTLSFiles(&l, nil, time.Now())
+	l.tls = tlsState{read: true, files: files, warns: warns}
 	probs = append(probs, tlsProbs...)
 	l.valid, l.checked = len(probs) == 0, l.Client
 	if len(probs) > 0 {

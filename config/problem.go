@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/outbound-go/outbound/internal/redact"
 	"strings"
 )
 
@@ -25,14 +26,16 @@ type Problem struct {
 	Rule string `json:"rule"`
 }
 
-// Error renders the problem as VAR=value: rule.
+// Error renders the problem as VAR=value: rule. A name or value holding
+// a control character (CR, LF, an ANSI escape) is shown Go-quoted, so no
+// value can forge a line of the report.
 func (p Problem) Error() string {
 	var b strings.Builder
-	b.WriteString(p.Var)
+	b.WriteString(redact.Printable(p.Var))
 	switch {
 	case p.Value != "":
 		b.WriteByte('=')
-		b.WriteString(p.Value)
+		b.WriteString(redact.Printable(p.Value))
 		if p.Source != FromEnv && p.Var != "code" {
 			fmt.Fprintf(&b, " (%s default)", p.Source)
 		}

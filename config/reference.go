@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/outbound-go/outbound/internal/redact"
+
 	"reflect"
 	"strconv"
 	"strings"
@@ -31,15 +33,15 @@ func Reference(systems ...System) []Var {
 		}
 		d := reflect.ValueOf(withDefaults(s.Defaults))
 		p := Prefix(s.Name)
-		for i := range fieldTable {
-			f := &fieldTable[i]
+		for i := range fields().all {
+			f := &fields().all[i]
 			out = append(out, Var{
 				System:      s.Name,
 				Name:        p + "_" + f.suffix,
 				Setting:     f.goName,
 				Type:        f.typ,
 				Default:     f.format(d.Field(f.index)),
-				Rule:        f.rule,
+				Rule:        ruleDoc(f),
 				Description: f.desc,
 				Secret:      f.secret,
 			})
@@ -54,14 +56,15 @@ func (l Loaded) Vars() []Var {
 	out := Reference(System{Name: l.Name, Defaults: l.defaults})
 	v := reflect.ValueOf(l.Client)
 	for i := range out {
-		f := fieldBySuffix[strings.TrimPrefix(out[i].Name, l.Prefix+"_")]
+		f := fields().bySuffix[strings.TrimPrefix(out[i].Name, l.Prefix+"_")]
 		out[i].Value = f.format(v.Field(f.index))
 		out[i].Source = l.SourceOf(f.suffix).String()
 	}
 	return out
 }
 
-// Summary is one line of a loaded system's main settings, redacted.
+// Summary is one line of a loaded system's main settings, redacted; a
+// value holding a control character is shown Go-quoted.
 func (l Loaded) Summary() string {
 	c := l.Client
 	var b strings.Builder
@@ -70,9 +73,9 @@ func (l Loaded) Summary() string {
 	if c.BaseURL == "" {
 		b.WriteString("(unset)")
 	} else {
-		b.WriteString(RedactURL(c.BaseURL))
+		b.WriteString(redact.Printable(redact.BaseURL(c.BaseURL)))
 	}
-	kv := func(k, v string) { b.WriteString(" " + k + "=" + v) }
+	kv := func(k, v string) { b.WriteString(" " + k + "=" + redact.Printable(v)) }
 	kv("connect", formatDuration(c.ConnectTimeout))
 	kv("tls", formatDuration(c.TLSHandshakeTimeout))
 	kv("read", formatDuration(c.ReadTimeout))

@@ -148,3 +148,29 @@ func TestRevalidate(t *testing.T) {
 		t.Fatal("Revalidate accepted settings Load never saw")
 	}
 }
+
+// Load is LoadEnv of the process environment: one code path reads values.
+func TestLoadIsLoadEnvOfTheProcess(t *testing.T) {
+	env := map[string]string{
+		"OUTBOUND_SYSTEMS":        "payments,inventory",
+		"PAYMENTS_BASE_URL":       goodURL,
+		"PAYMENTS_READ_TIMEOUT":   "1ns",
+		"PAYMENTS_CONECT_TIMEOUT": "1s",
+		"PAYMENTS_API_KEY":        "k",
+		"INVENTORY_BASE_URL":      "ftp://x",
+	}
+	setEnv(t, env)
+	ls1, err1 := config.Load()
+	ls2, err2 := config.LoadEnv(env)
+	if fmt.Sprint(err1) != fmt.Sprint(err2) {
+		t.Errorf("Load: %v\nLoadEnv: %v", err1, err2)
+	}
+	if len(ls1) != 2 || len(ls2) != 2 {
+		t.Fatalf("loaded %d and %d systems", len(ls1), len(ls2))
+	}
+	for i := range ls1 {
+		if ls1[i].Client != ls2[i].Client || fmt.Sprint(ls1[i].Ignored()) != fmt.Sprint(ls2[i].Ignored()) {
+			t.Errorf("%s: Load %+v %v, LoadEnv %+v %v", ls1[i].Name, ls1[i].Client, ls1[i].Ignored(), ls2[i].Client, ls2[i].Ignored())
+		}
+	}
+}

@@ -3,16 +3,27 @@ package config
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
+
+// fileDoc states, for the reference, what each kind of TLS file (the file
+// tag of its field) must be; checkTLSFiles checks it.
+var fileDoc = map[string]string{
+	"ca":   "readable PEM file with at least one certificate",
+	"cert": "readable PEM certificate, valid now",
+	"key":  "readable PEM private key of the certificate",
+}
 
 // CertExpiryWarning is how close to its expiry (NotAfter) a client
 // certificate makes [Loaded.Warnings] warn.
@@ -29,8 +40,66 @@ const maxPEMFile = 16 << 20
 // prints them next to the problems. Files that cannot be read or parsed
 // give no warning here: [Load] reports them as problems.
 func (l Loaded) Warnings() []Problem {
-	_, warns := checkTLSFiles(&l, nil, time.Now())
+	if l.tls.read {
+		return slices.Clone(l.tls.warns)
+	}
+	_, warns, _ := checkTLSFiles(&l, nil, time.Now())
 	return warns
+}
+
+// TLSFiles holds what [Load] read from a system's TLS files, so that
+// registry builds the system's TLS settings from the very bytes Load
+// checked instead of reading the files a second time. Later reads happen
+// only when the files change (client certificate rotation).
+//
+// Printing a TLSFiles (%v, %+v, %#v, slog, JSON) shows sizes and names,
+// never key material.
+type TLSFiles struct {
+	// CAPEM is the content of TLS_CA_FILE; nil when it is unset.
+	CAPEM []byte
+	// Cert is the client certificate and key of TLS_CERT_FILE and
+	// TLS_KEY_FILE, parsed; nil when they are unset.
+	Cert *tls.Certificate
+	// CertInfo and KeyInfo describe the two files as they were read
+	// (os.Stat, which follows links), to tell a later change.
+	CertInfo, KeyInfo fs.FileInfo
+}
+
+// String says what the files hold, never the key.
+func (f TLSFiles) String() string {
+	cert := "none"
+	if f.Cert != nil && f.Cert.Leaf != nil {
+		cert = certName(f.Cert.Leaf)
+	}
+	return fmt.Sprintf("TLSFiles{CA: %d bytes, client certificate: %s}", len(f.CAPEM), cert)
+}
+
+// GoString is String.
+func (f TLSFiles) GoString() string { return f.String() }
+
+// LogValue is String.
+func (f TLSFiles) LogValue() slog.Value { return slog.StringValue(f.String()) }
+
+// MarshalJSON is String, as a JSON string.
+func (f TLSFiles) MarshalJSON() ([]byte, error) { return json.Marshal(f.String()) }
+
+// TLSFiles returns what Load read from the system's TLS files, and false
+// when this Loaded was not made by Load, LoadCode or Revalidate (or its
+// TLS settings were edited since): the caller must read the files itself.
+func (l Loaded) TLSFiles() (TLSFiles, bool) {
+	c := l.Client
+	ok := l.tls.read && c.TLSCAFile == l.checked.TLSCAFile && c.TLSCertFile == l.checked.TLSCertFile && c.TLSKeyFile == l.checked.TLSKeyFile
+	if !ok {
+		return TLSFiles{}, false
+	}
+	return l.tls.files, true
+}
+
+// tlsState is what Load learnt from the TLS files of one system.
+type tlsState struct {
+	read  bool
+	files TLSFiles
+	warns []Problem
 }
 
 // checkTLSFiles checks the TLS files of a loaded system as of now:
@@ -39,26 +108,29 @@ func (l Loaded) Warnings() []Problem {
 // matches the certificate, and the certificate is valid at now. Settings
 // named in skip (Go field names) did not parse and are not checked. probs
 // make Load fail; warns (a certificate close to expiry) do not.
-func checkTLSFiles(l *Loaded, skip map[string]bool, now time.Time) (probs, warns []Problem) {
+func checkTLSFiles(l *Loaded, skip map[string]bool, now time.Time) (probs, warns []Problem, files TLSFiles) {
 	c := l.Client
 	problem := func(suffix, value, rule string) Problem {
 		return Problem{System: l.Name, Var: l.Prefix + "_" + suffix, Value: value, Source: l.SourceOf(suffix), Rule: rule}
 	}
 
 	if c.TLSCAFile != "" && !skip["TLSCAFile"] {
-		if rule := checkCAFile(c.TLSCAFile); rule != "" {
+		pem, rule := checkCAFile(c.TLSCAFile)
+		if rule != "" {
 			probs = append(probs, problem("TLS_CA_FILE", c.TLSCAFile, rule))
 		}
+		files.CAPEM = pem
 	}
 
 	var (
-		certPEM, keyPEM []byte
-		leaf            *x509.Certificate
-		certOK, keyOK   bool
+		certPEM, keyPEM   []byte
+		certInfo, keyInfo fs.FileInfo
+		leaf              *x509.Certificate
+		certOK, keyOK     bool
 	)
 	if c.TLSCertFile != "" && !skip["TLSCertFile"] {
 		var rule string
-		certPEM, leaf, rule = readCertFile(c.TLSCertFile)
+		certPEM, certInfo, leaf, rule = readCertFile(c.TLSCertFile)
 		if rule != "" {
 			probs = append(probs, problem("TLS_CERT_FILE", c.TLSCertFile, rule))
 		} else {
@@ -67,7 +139,7 @@ func checkTLSFiles(l *Loaded, skip map[string]bool, now time.Time) (probs, warns
 	}
 	if c.TLSKeyFile != "" && !skip["TLSKeyFile"] {
 		var rule string
-		keyPEM, rule = readKeyFile(c.TLSKeyFile)
+		keyPEM, keyInfo, rule = readKeyFile(c.TLSKeyFile)
 		if rule != "" {
 			probs = append(probs, problem("TLS_KEY_FILE", c.TLSKeyFile, rule))
 		} else {
@@ -75,8 +147,11 @@ func checkTLSFiles(l *Loaded, skip map[string]bool, now time.Time) (probs, warns
 		}
 	}
 	if certOK && keyOK {
-		if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
 			probs = append(probs, problem("TLS_KEY_FILE", c.TLSKeyFile, keyPairRule(err, l.Prefix)))
+		} else {
+			files.Cert, files.CertInfo, files.KeyInfo = &pair, certInfo, keyInfo
 		}
 	}
 	if certOK {
@@ -95,37 +170,38 @@ func checkTLSFiles(l *Loaded, skip map[string]bool, now time.Time) (probs, warns
 					certName(leaf), formatDate(leaf.NotAfter), inTime(leaf.NotAfter.Sub(now)))))
 		}
 	}
-	return probs, warns
+	return probs, warns, files
 }
 
-// readTLSFile reads a regular file of at most maxPEMFile bytes. On failure
-// it returns what is wrong in plain words.
-func readTLSFile(path string) ([]byte, string) {
+// readTLSFile reads a regular file of at most maxPEMFile bytes, and
+// returns it with what os.Stat said of it just before. On failure it
+// returns what is wrong in plain words.
+func readTLSFile(path string) ([]byte, fs.FileInfo, string) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fileErrRule(err)
+		return nil, nil, fileErrRule(err)
 	}
 	switch {
 	case fi.IsDir():
-		return nil, "is a directory, not a PEM file"
+		return nil, nil, "is a directory, not a PEM file"
 	case !fi.Mode().IsRegular():
-		return nil, "is not a regular file"
+		return nil, nil, "is not a regular file"
 	case fi.Size() > maxPEMFile:
-		return nil, fmt.Sprintf("is %d bytes, too large for a PEM file (limit %d)", fi.Size(), maxPEMFile)
+		return nil, nil, fmt.Sprintf("is %d bytes, too large for a PEM file (limit %d)", fi.Size(), maxPEMFile)
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fileErrRule(err)
+		return nil, nil, fileErrRule(err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxPEMFile+1))
 	if err != nil {
-		return nil, fileErrRule(err)
+		return nil, nil, fileErrRule(err)
 	}
 	if len(data) > maxPEMFile {
-		return nil, fmt.Sprintf("is larger than %d bytes, too large for a PEM file", maxPEMFile)
+		return nil, nil, fmt.Sprintf("is larger than %d bytes, too large for a PEM file", maxPEMFile)
 	}
-	return data, ""
+	return data, fi, ""
 }
 
 func fileErrRule(err error) string {
@@ -155,11 +231,11 @@ func pemBlocks(data []byte) []*pem.Block {
 	}
 }
 
-// checkCAFile says what is wrong with a CA bundle, or "".
-func checkCAFile(path string) string {
-	data, rule := readTLSFile(path)
+// checkCAFile reads a CA bundle and says what is wrong with it, or "".
+func checkCAFile(path string) ([]byte, string) {
+	data, _, rule := readTLSFile(path)
 	if rule != "" {
-		return rule
+		return nil, rule
 	}
 	var certs, bad int
 	var firstErr error
@@ -180,21 +256,21 @@ func checkCAFile(path string) string {
 	}
 	switch {
 	case certs == 0 && hasKey:
-		return "holds a private key, not a PEM certificate: a CA bundle holds only certificates"
+		return nil, "holds a private key, not a PEM certificate: a CA bundle holds only certificates"
 	case certs == 0:
-		return "holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+		return nil, "holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
 	case bad > 0:
-		return fmt.Sprintf("%d of %d certificates do not parse (%v): fix or remove them", bad, certs, firstErr)
+		return nil, fmt.Sprintf("%d of %d certificates do not parse (%v): fix or remove them", bad, certs, firstErr)
 	}
-	return ""
+	return data, ""
 }
 
 // readCertFile reads a client certificate chain; the first certificate is
 // the leaf.
-func readCertFile(path string) ([]byte, *x509.Certificate, string) {
-	data, rule := readTLSFile(path)
+func readCertFile(path string) ([]byte, fs.FileInfo, *x509.Certificate, string) {
+	data, fi, rule := readTLSFile(path)
 	if rule != "" {
-		return nil, nil, rule
+		return nil, nil, nil, rule
 	}
 	hasKey := false
 	for _, b := range pemBlocks(data) {
@@ -202,38 +278,38 @@ func readCertFile(path string) ([]byte, *x509.Certificate, string) {
 		case b.Type == "CERTIFICATE":
 			leaf, err := x509.ParseCertificate(b.Bytes)
 			if err != nil {
-				return nil, nil, "the certificate does not parse: " + err.Error()
+				return nil, nil, nil, "the certificate does not parse: " + err.Error()
 			}
-			return data, leaf, ""
+			return data, fi, leaf, ""
 		case strings.Contains(b.Type, "PRIVATE KEY"):
 			hasKey = true
 		}
 	}
 	if hasKey {
-		return nil, nil, "holds a private key, not a certificate (are TLS_CERT_FILE and TLS_KEY_FILE swapped?)"
+		return nil, nil, nil, "holds a private key, not a certificate (are TLS_CERT_FILE and TLS_KEY_FILE swapped?)"
 	}
-	return nil, nil, "holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+	return nil, nil, nil, "holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
 }
 
 // readKeyFile reads a client private key.
-func readKeyFile(path string) ([]byte, string) {
-	data, rule := readTLSFile(path)
+func readKeyFile(path string) ([]byte, fs.FileInfo, string) {
+	data, fi, rule := readTLSFile(path)
 	if rule != "" {
-		return nil, rule
+		return nil, nil, rule
 	}
 	hasCert := false
 	for _, b := range pemBlocks(data) {
 		switch {
 		case b.Type == "PRIVATE KEY" || strings.HasSuffix(b.Type, " PRIVATE KEY"):
-			return data, ""
+			return data, fi, ""
 		case b.Type == "CERTIFICATE":
 			hasCert = true
 		}
 	}
 	if hasCert {
-		return nil, "holds a certificate, not a private key (are TLS_CERT_FILE and TLS_KEY_FILE swapped?)"
+		return nil, nil, "holds a certificate, not a private key (are TLS_CERT_FILE and TLS_KEY_FILE swapped?)"
 	}
-	return nil, "holds no PEM private key (-----BEGIN PRIVATE KEY-----)"
+	return nil, nil, "holds no PEM private key (-----BEGIN PRIVATE KEY-----)"
 }
 
 // keyPairRule turns tls.X509KeyPair's error into a rule on TLS_KEY_FILE.

@@ -165,7 +165,7 @@ func TestTLSFilesInTheOneReport(t *testing.T) {
 
 func mustLeaf(t *testing.T, certFile string) *x509.Certificate {
 	t.Helper()
-	_, leaf, rule := readCertFile(certFile)
+	_, _, leaf, rule := readCertFile(certFile)
 	if rule != "" {
 		t.Fatalf("%s: %s", certFile, rule)
 	}
@@ -184,7 +184,7 @@ func TestTLSFilesUnreadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := Loaded{Name: "payments", Prefix: "PAYMENTS", Client: Client{TLSCAFile: p}}
-	probs, _ := checkTLSFiles(&l, nil, time.Now())
+	probs, _, _ := checkTLSFiles(&l, nil, time.Now())
 	if len(probs) != 1 || !strings.Contains(probs[0].Rule, "not readable (permission denied)") {
 		t.Fatalf("got %s, want one problem: not readable", tlsCheckDump(probs))
 	}
@@ -256,7 +256,7 @@ func TestTLSCertValidityAt(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			probs, warns := checkTLSFiles(&l, nil, tc.now)
+			probs, warns, _ := checkTLSFiles(&l, nil, tc.now)
 			switch {
 			case tc.wantClean:
 				if len(probs)+len(warns) != 0 {
@@ -285,16 +285,16 @@ func TestTLSFilesSkipAndGood(t *testing.T) {
 	caFile := testutil.WriteFile(t, dir, "bundle.pem", bundle)
 
 	good := Loaded{Name: "p", Prefix: "P", Client: Client{TLSCAFile: caFile, TLSCertFile: certFile, TLSKeyFile: keyFile}}
-	if probs, warns := checkTLSFiles(&good, nil, time.Now()); len(probs)+len(warns) != 0 {
+	if probs, warns, _ := checkTLSFiles(&good, nil, time.Now()); len(probs)+len(warns) != 0 {
 		t.Errorf("good files: problems %s warnings %s", tlsCheckDump(probs), tlsCheckDump(warns))
 	}
 
 	bad := Loaded{Name: "p", Prefix: "P", Client: Client{TLSCAFile: "/nonexistent/ca", TLSCertFile: "/nonexistent/c", TLSKeyFile: "/nonexistent/k"}}
 	skip := map[string]bool{"TLSCAFile": true, "TLSCertFile": true, "TLSKeyFile": true}
-	if probs, _ := checkTLSFiles(&bad, skip, time.Now()); len(probs) != 0 {
+	if probs, _, _ := checkTLSFiles(&bad, skip, time.Now()); len(probs) != 0 {
 		t.Errorf("skipped fields checked: %s", tlsCheckDump(probs))
 	}
-	if probs, _ := checkTLSFiles(&bad, nil, time.Now()); len(probs) != 3 {
+	if probs, _, _ := checkTLSFiles(&bad, nil, time.Now()); len(probs) != 3 {
 		t.Errorf("missing files: %s, want 3 problems", tlsCheckDump(probs))
 	}
 
@@ -302,7 +302,7 @@ func TestTLSFilesSkipAndGood(t *testing.T) {
 	mixed := testutil.WriteFile(t, dir, "mixed.pem", append(append([]byte{}, ca.PEM...),
 		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{0x30, 0x03, 0x02, 0x01, 0x01}})...))
 	m := Loaded{Name: "p", Prefix: "P", Client: Client{TLSCAFile: mixed}}
-	if probs, _ := checkTLSFiles(&m, nil, time.Now()); len(probs) != 1 || !strings.Contains(probs[0].Rule, "1 of 2 certificates do not parse") {
+	if probs, _, _ := checkTLSFiles(&m, nil, time.Now()); len(probs) != 1 || !strings.Contains(probs[0].Rule, "1 of 2 certificates do not parse") {
 		t.Errorf("mixed bundle: %s", tlsCheckDump(probs))
 	}
 }

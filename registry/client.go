@@ -9,6 +9,7 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/redact"
 )
 
 // Client is the resilient HTTP client of one external system. Use [Do],
@@ -71,7 +72,7 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Co
 // String names the client and its redacted base URL, so that printing a
 // Client never shows its settings' credentials.
 func (c *Client) String() string {
-	return "outbound client " + c.name + " (" + config.RedactURL(c.base.String()) + ")"
+	return "outbound client " + c.name + " (" + redact.BaseURL(c.base.String()) + ")"
 }
 
 // GoString is String, for %#v.

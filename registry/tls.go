@@ -30,19 +30,20 @@ import (
 // verification. config.Load has already checked that the files exist,
 // parse, match and are in date; New reports any that cannot be read.
 func newTLSConfig(l config.Loaded) (*tls.Config, error) {
-	c, _, err := buildTLSConfig(l.Client, certCheckInterval)
+	files, _ := l.TLSFiles() // read by config.Load; zero: read them here
+	c, _, err := buildTLSConfig(l.Client, files, certCheckInterval)
 	return c, err
 }
 
 // buildTLSConfig is newTLSConfig with the client certificate's check
 // interval given, and the certificate's source (nil without one) returned.
-func buildTLSConfig(c config.Client, interval time.Duration) (*tls.Config, *certSource, error) {
+func buildTLSConfig(c config.Client, files config.TLSFiles, interval time.Duration) (*tls.Config, *certSource, error) {
 	conf := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.TLSServerName}
 	if c.TLSMinVersion == "1.3" {
 		conf.MinVersion = tls.VersionTLS13
 	}
 	if c.TLSCAFile != "" {
-		pool, err := readCAPool(c.TLSCAFile, c.TLSCAOnly)
+		pool, err := caPool(c.TLSCAFile, files.CAPEM, c.TLSCAOnly)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -51,7 +52,7 @@ func buildTLSConfig(c config.Client, interval time.Duration) (*tls.Config, *cert
 	var src *certSource
 	if c.TLSCertFile != "" || c.TLSKeyFile != "" {
 		var err error
-		if src, err = newCertSource(c.TLSCertFile, c.TLSKeyFile, interval); err != nil {
+		if src, err = newCertSourceFrom(c.TLSCertFile, c.TLSKeyFile, interval, files); err != nil {
 			return nil, nil, err
 		}
 		conf.GetClientCertificate = src.GetClientCertificate

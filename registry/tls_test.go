@@ -290,7 +290,8 @@ func TestTLSClientCertRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	const interval = 20 * time.Millisecond
-	conf, src, err := buildTLSConfig(ls[0].Client, interval)
+	files, _ := ls[0].TLSFiles()
+	conf, src, err := buildTLSConfig(ls[0].Client, files, interval)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,24 +7,32 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/outbound-go/outbound/config"
 )
 
 // certCheckInterval is how often, at most, a client certificate's files
 // are looked at for a change.
 const certCheckInterval = 5 * time.Second
 
-// readCAPool returns the roots to verify servers with: the system pool plus
-// the certificates of caFile, or those alone when caOnly is set.
-func readCAPool(caFile string, caOnly bool) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("TLS_CA_FILE: %w", err)
+// caPool returns the roots to verify servers with: the system pool plus
+// the certificates of caFile, or those alone when caOnly is set. pem is
+// the file's content as config.Load read it; nil reads the file.
+func caPool(caFile string, pem []byte, caOnly bool) (*x509.CertPool, error) {
+	if pem == nil {
+		var err error
+		if pem, err = os.ReadFile(caFile); err != nil {
+			return nil, fmt.Errorf("TLS_CA_FILE: %w", err)
+		}
 	}
 	var pool *x509.CertPool
 	if caOnly {
 		pool = x509.NewCertPool()
-	} else if pool, err = x509.SystemCertPool(); err != nil {
-		return nil, fmt.Errorf("TLS_CA_FILE: loading the system roots to add %s to: %w", caFile, err)
+	} else {
+		var err error
+		if pool, err = x509.SystemCertPool(); err != nil {
+			return nil, fmt.Errorf("TLS_CA_FILE: loading the system roots to add %s to: %w", caFile, err)
+		}
 	}
 	if !pool.AppendCertsFromPEM(pem) {
 		return nil, fmt.Errorf("TLS_CA_FILE: %s holds no PEM certificate", caFile)
@@ -72,7 +80,19 @@ type certSource struct {
 
 // newCertSource loads the pair once; it must load.
 func newCertSource(certFile, keyFile string, interval time.Duration) (*certSource, error) {
+	return newCertSourceFrom(certFile, keyFile, interval, config.TLSFiles{})
+}
+
+// newCertSourceFrom starts from the pair config.Load read (files.Cert,
+// with the files' stamps as read) and reads the files only when it has
+// none.
+func newCertSourceFrom(certFile, keyFile string, interval time.Duration, files config.TLSFiles) (*certSource, error) {
 	s := &certSource{certFile: certFile, keyFile: keyFile, interval: interval}
+	if files.Cert != nil && files.CertInfo != nil && files.KeyInfo != nil {
+		s.cert, s.certStamp, s.keyStamp = files.Cert, fileStamp{files.CertInfo}, fileStamp{files.KeyInfo}
+		s.checked = time.Now()
+		return s, nil
+	}
 	cs, ks, cert, err := s.load()
 	if err != nil {
 		return nil, err

@@ -6,6 +6,6 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package's tests if any goroutine outlives them: the
-// browser test must stop Chromium and every chromedp goroutine.
+// TestMain fails the package's tests if any goroutine outlives them. The
+// browser test lives in the statuspage/browser module.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -3,34 +3,29 @@ package inventory_test
 import (
 	"context"
 	"errors"
-	"net/http"
-	"sync/atomic"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/outbound-go/outbound/adapters"
 	"github.com/outbound-go/outbound/adapters/inventory"
 	"github.com/outbound-go/outbound/config"
-	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/outboundtest"
+	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// newAdapter loads inventory.System from the environment, as a service
-// does, with INVENTORY_BASE_URL pointing at baseURL and env on top.
-func newAdapter(t *testing.T, baseURL string, env map[string]string) *inventory.Adapter {
+// newAdapter builds inventory.System from env, as a service does from its
+// environment, with INVENTORY_BASE_URL pointing at up; the registry is
+// closed, and checked clean, at the end of the test.
+func newAdapter(t *testing.T, up *outboundtest.Upstream, env map[string]string) *inventory.Adapter {
 	t.Helper()
-	t.Setenv("INVENTORY_BASE_URL", baseURL)
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	reg, err := registry.FromEnv(inventory.System)
-	if err != nil {
-		t.Fatalf("registry: %v", err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
+	vars := map[string]string{"INVENTORY_BASE_URL": up.URL}
+	maps.Copy(vars, env)
+	reg := registrytest.New(t, vars, registrytest.Systems(inventory.System), registrytest.Watch(up))
 	return inventory.New(reg.MustClient(inventory.Name))
 }
 
@@ -41,8 +36,8 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func TestSystemDefaults(t *testing.T) {
-	t.Setenv("INVENTORY_BASE_URL", "http://inventory.internal")
-	loaded, err := config.Load(inventory.System)
+	t.Parallel()
+	loaded, err := config.LoadEnv(map[string]string{"INVENTORY_BASE_URL": "http://inventory.internal"}, inventory.System)
 	if err != nil {
 		t.Fatalf("the code defaults must be valid: %v", err)
 	}
@@ -56,9 +51,10 @@ func TestSystemDefaults(t *testing.T) {
 }
 
 func TestStock(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
-		steps     []testutil.Resp
+		steps     []outboundtest.Reply
 		isbn      string
 		want      int
 		wantHits  int
@@ -67,32 +63,31 @@ func TestStock(t *testing.T) {
 		degrade   bool
 		wantError bool
 	}{
-		{name: "in stock", steps: []testutil.Resp{{Body: `{"isbn":"9780441172719","available":12}`}},
+		{name: "in stock", steps: []outboundtest.Reply{{Body: `{"isbn":"9780441172719","available":12}`}},
 			isbn: "9780441172719", want: 12, wantHits: 1, wantPath: "/stock/9780441172719"},
-		{name: "sold out", steps: []testutil.Resp{{Body: `{"isbn":"9780441172719","available":0}`}},
+		{name: "sold out", steps: []outboundtest.Reply{{Body: `{"isbn":"9780441172719","available":0}`}},
 			isbn: "9780441172719", want: 0, wantHits: 1},
-		{name: "isbn with slash and space is one segment", steps: []testutil.Resp{{Body: `{"available":1}`}},
+		{name: "isbn with slash and space is one segment", steps: []outboundtest.Reply{{Body: `{"available":1}`}},
 			isbn: "978/0 1", want: 1, wantHits: 1, wantPath: "/stock/978%2F0%201"},
-		{name: "two 503 then ok", steps: append(testutil.FailN(2, 503)[:2], testutil.Resp{Body: `{"available":3}`}),
+		{name: "two 503 then ok", steps: []outboundtest.Reply{{Status: 503}, {Status: 503}, {Body: `{"available":3}`}},
 			isbn: "1", want: 3, wantHits: 3},
-		{name: "unknown book", steps: []testutil.Resp{{Status: 404, Body: "no such isbn"}},
+		{name: "unknown book", steps: []outboundtest.Reply{{Status: 404, Body: "no such isbn"}},
 			isbn: "0000000000", wantHits: 1, unknown: true, wantError: true},
-		{name: "down: 503 until retries run out", steps: []testutil.Resp{{Status: 503}},
+		{name: "down: 503 until retries run out", steps: []outboundtest.Reply{{Status: 503}},
 			isbn: "1", wantHits: 3, degrade: true, wantError: true},
-		{name: "bad request is not retried", steps: []testutil.Resp{{Status: 400}},
+		{name: "bad request is not retried", steps: []outboundtest.Reply{{Status: 400}},
 			isbn: "1", wantHits: 1, wantError: true},
-		{name: "answer without available", steps: []testutil.Resp{{Body: `{"isbn":"1"}`}},
+		{name: "answer without available", steps: []outboundtest.Reply{{Body: `{"isbn":"1"}`}},
 			isbn: "1", wantHits: 1, wantError: true},
-		{name: "negative available", steps: []testutil.Resp{{Body: `{"available":-2}`}},
+		{name: "negative available", steps: []outboundtest.Reply{{Body: `{"available":-2}`}},
 			isbn: "1", wantHits: 1, wantError: true},
 		{name: "empty isbn sends nothing", isbn: "", wantHits: 0, unknown: true, wantError: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := testutil.Script(t, tt.steps...)
-			var rawPath atomic.Pointer[string]
-			srv.Config.Handler = wrapPath(srv.Config.Handler, &rawPath)
-			a := newAdapter(t, srv.URL, map[string]string{"INVENTORY_BACKOFF_BASE": "1ms", "INVENTORY_BACKOFF_MAX": "2ms"})
+			t.Parallel()
+			script := outboundtest.NewScript(tt.steps...)
+			a := newAdapter(t, outboundtest.NewUpstream(t, script), map[string]string{"INVENTORY_BACKOFF_BASE": "1ms", "INVENTORY_BACKOFF_MAX": "2ms"})
 			got, err := a.Stock(ctxT(t), tt.isbn)
 			if (err != nil) != tt.wantError {
 				t.Fatalf("Stock(%q) = %d, %v; want error %v", tt.isbn, got, err, tt.wantError)
@@ -106,28 +101,21 @@ func TestStock(t *testing.T) {
 			if got := adapters.Degradable(err); got != tt.degrade {
 				t.Errorf("Degradable(%v) = %v, want %v", err, got, tt.degrade)
 			}
-			if srv.Hits() != tt.wantHits {
-				t.Errorf("upstream saw %d requests, want %d", srv.Hits(), tt.wantHits)
+			rec := script.Received()
+			if len(rec) != tt.wantHits {
+				t.Errorf("upstream saw %d requests, want %d", len(rec), tt.wantHits)
 			}
-			if p := rawPath.Load(); tt.wantPath != "" && (p == nil || *p != tt.wantPath) {
-				t.Errorf("path %v, want %s", p, tt.wantPath)
+			if tt.wantPath != "" && (len(rec) == 0 || rec[0].EscapedPath != tt.wantPath) {
+				t.Errorf("requests %+v, want the path %s", rec, tt.wantPath)
 			}
 		})
 	}
 }
 
-// wrapPath records the escaped path of the last request.
-func wrapPath(h http.Handler, path *atomic.Pointer[string]) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.EscapedPath()
-		path.Store(&p)
-		h.ServeHTTP(w, r)
-	})
-}
-
 func TestStockReadTimeoutTripsBreaker(t *testing.T) {
-	srv := testutil.NewServer(t, testutil.SlowHeaders())
-	a := newAdapter(t, srv.URL, map[string]string{
+	t.Parallel()
+	up := outboundtest.NewUpstream(t, outboundtest.SlowHeaders(time.Minute))
+	a := newAdapter(t, up, map[string]string{
 		"INVENTORY_CONNECT_TIMEOUT":       "50ms",
 		"INVENTORY_TLS_HANDSHAKE_TIMEOUT": "100ms",
 		"INVENTORY_READ_TIMEOUT":          "100ms",
@@ -149,7 +137,7 @@ func TestStockReadTimeoutTripsBreaker(t *testing.T) {
 	if el := time.Since(start); el > time.Second {
 		t.Errorf("an open breaker took %v to refuse, want at once", el)
 	}
-	if n := srv.Requests(); n != 2 {
+	if n := up.Requests(); n != 2 {
 		t.Errorf("upstream saw %d requests, want 2: an open breaker sends nothing", n)
 	}
 }

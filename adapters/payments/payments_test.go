@@ -3,6 +3,7 @@ package payments_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"testing"
 	"time"
@@ -10,26 +11,22 @@ import (
 	"github.com/outbound-go/outbound/adapters"
 	"github.com/outbound-go/outbound/adapters/payments"
 	"github.com/outbound-go/outbound/config"
-	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/outboundtest"
+	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// newAdapter loads payments.System from the environment, as a service
-// does, with PAYMENTS_BASE_URL pointing at baseURL and env on top.
-func newAdapter(t *testing.T, baseURL string, env map[string]string) *payments.Adapter {
+// newAdapter builds payments.System from env, as a service does from its
+// environment, with PAYMENTS_BASE_URL pointing at up (path appended); the
+// registry is closed, and checked clean, at the end of the test.
+func newAdapter(t *testing.T, up *outboundtest.Upstream, path string, env map[string]string) *payments.Adapter {
 	t.Helper()
-	t.Setenv("PAYMENTS_BASE_URL", baseURL)
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	reg, err := registry.FromEnv(payments.System)
-	if err != nil {
-		t.Fatalf("registry: %v", err)
-	}
-	t.Cleanup(func() { _ = reg.Close() })
+	vars := map[string]string{"PAYMENTS_BASE_URL": up.URL + path}
+	maps.Copy(vars, env)
+	reg := registrytest.New(t, vars, registrytest.Systems(payments.System), registrytest.Watch(up))
 	return payments.New(reg.MustClient(payments.Name))
 }
 
@@ -45,8 +42,8 @@ var fastBackoff = map[string]string{"PAYMENTS_BACKOFF_BASE": "1ms", "PAYMENTS_BA
 const wantBody = `{"order_id":"42","amount_cents":1999}`
 
 func TestSystemDefaults(t *testing.T) {
-	t.Setenv("PAYMENTS_BASE_URL", "https://pay.example")
-	loaded, err := config.Load(payments.System)
+	t.Parallel()
+	loaded, err := config.LoadEnv(map[string]string{"PAYMENTS_BASE_URL": "https://pay.example"}, payments.System)
 	if err != nil {
 		t.Fatalf("the code defaults must be valid: %v", err)
 	}
@@ -60,13 +57,14 @@ func TestSystemDefaults(t *testing.T) {
 }
 
 func TestRegister(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusCreated, Body: `{"id":"pay_1","status":"authorized"}`})
-	a := newAdapter(t, srv.URL+"/v2", nil)
+	t.Parallel()
+	script := outboundtest.NewScript(outboundtest.Reply{Status: http.StatusCreated, Body: `{"id":"pay_1","status":"authorized"}`})
+	a := newAdapter(t, outboundtest.NewUpstream(t, script), "/v2", nil)
 	id, err := a.Register(ctxT(t), "42", 1999)
 	if err != nil || id != "pay_1" {
 		t.Fatalf("Register = %q, %v; want pay_1", id, err)
 	}
-	r := srv.Received()[0]
+	r := script.Received()[0]
 	if r.Method != http.MethodPost || r.Path != "/v2/payments" {
 		t.Errorf("request %s %s, want POST /v2/payments", r.Method, r.Path)
 	}
@@ -82,33 +80,30 @@ func TestRegister(t *testing.T) {
 // every attempt carries the same Idempotency-Key and the same body, so
 // the provider recognises the replay and charges once.
 func TestRegisterRetriesWithSameKey(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
-		first testutil.Resp
+		first outboundtest.Reply
 		env   map[string]string
 	}{
-		{name: "after a 503", first: testutil.Resp{Status: http.StatusServiceUnavailable, Body: "try again"}},
-		{name: "after a 429 with Retry-After", first: testutil.Resp{Status: http.StatusTooManyRequests, Header: testutil.RetryAfterSeconds(1)}},
-		{name: "after a read timeout", first: testutil.Resp{Handler: testutil.SlowHeaders()}, env: map[string]string{
+		{name: "after a 503", first: outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "try again"}},
+		{name: "after a 429 with Retry-After", first: outboundtest.Throttle(time.Second)},
+		{name: "after a read timeout", first: outboundtest.SlowHeaders(time.Minute), env: map[string]string{
 			"PAYMENTS_CONNECT_TIMEOUT": "100ms", "PAYMENTS_TLS_HANDSHAKE_TIMEOUT": "200ms", "PAYMENTS_READ_TIMEOUT": "300ms",
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := testutil.Script(t, tt.first, testutil.Resp{Status: http.StatusCreated, Body: `{"id":"pay_7"}`})
-			env := map[string]string{}
-			for k, v := range fastBackoff {
-				env[k] = v
-			}
-			for k, v := range tt.env {
-				env[k] = v
-			}
-			a := newAdapter(t, srv.URL, env)
+			t.Parallel()
+			script := outboundtest.NewScript(tt.first, outboundtest.Reply{Status: http.StatusCreated, Body: `{"id":"pay_7"}`})
+			env := maps.Clone(fastBackoff)
+			maps.Copy(env, tt.env)
+			a := newAdapter(t, outboundtest.NewUpstream(t, script), "", env)
 			id, err := a.Register(ctxT(t), "42", 1999)
 			if err != nil || id != "pay_7" {
 				t.Fatalf("Register = %q, %v; want pay_7 after one retry", id, err)
 			}
-			rec := srv.Received()
+			rec := script.Received()
 			if len(rec) != 2 {
 				t.Fatalf("provider saw %d requests, want 2", len(rec))
 			}
@@ -125,29 +120,31 @@ func TestRegisterRetriesWithSameKey(t *testing.T) {
 }
 
 func TestRegisterFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
-		steps    []testutil.Resp
+		steps    []outboundtest.Reply
 		order    string
 		amount   int64
 		wantHits int
 		declined bool
 		degrade  bool
 	}{
-		{name: "declined 402", steps: []testutil.Resp{{Status: 402, Body: `{"reason":"card declined"}`}},
+		{name: "declined 402", steps: []outboundtest.Reply{{Status: 402, Body: `{"reason":"card declined"}`}},
 			order: "1", amount: 100, wantHits: 1, declined: true},
-		{name: "declined 422", steps: []testutil.Resp{{Status: 422}}, order: "1", amount: 100, wantHits: 1, declined: true},
-		{name: "down: 503 until retries run out", steps: []testutil.Resp{{Status: 503}},
+		{name: "declined 422", steps: []outboundtest.Reply{{Status: 422}}, order: "1", amount: 100, wantHits: 1, declined: true},
+		{name: "down: 503 until retries run out", steps: []outboundtest.Reply{{Status: 503}},
 			order: "1", amount: 100, wantHits: 3, degrade: true},
-		{name: "conflict is not degradable", steps: []testutil.Resp{{Status: 409}}, order: "1", amount: 100, wantHits: 1},
-		{name: "answer without id", steps: []testutil.Resp{{Status: 201, Body: `{}`}}, order: "1", amount: 100, wantHits: 1},
+		{name: "conflict is not degradable", steps: []outboundtest.Reply{{Status: 409}}, order: "1", amount: 100, wantHits: 1},
+		{name: "answer without id", steps: []outboundtest.Reply{{Status: 201, Body: `{}`}}, order: "1", amount: 100, wantHits: 1},
 		{name: "empty order sends nothing", order: "", amount: 100},
 		{name: "zero amount sends nothing", order: "1", amount: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := testutil.Script(t, tt.steps...)
-			a := newAdapter(t, srv.URL, fastBackoff)
+			t.Parallel()
+			script := outboundtest.NewScript(tt.steps...)
+			a := newAdapter(t, outboundtest.NewUpstream(t, script), "", fastBackoff)
 			id, err := a.Register(ctxT(t), tt.order, tt.amount)
 			if err == nil {
 				t.Fatalf("Register = %q, nil; want an error", id)
@@ -158,16 +155,17 @@ func TestRegisterFailures(t *testing.T) {
 			if got := adapters.Degradable(err); got != tt.degrade {
 				t.Errorf("Degradable(%v) = %v, want %v", err, got, tt.degrade)
 			}
-			if srv.Hits() != tt.wantHits {
-				t.Errorf("provider saw %d requests, want %d", srv.Hits(), tt.wantHits)
+			if script.Hits() != tt.wantHits {
+				t.Errorf("provider saw %d requests, want %d", script.Hits(), tt.wantHits)
 			}
 		})
 	}
 }
 
 func TestRegisterBudgetSpent(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: 201, Body: `{"id":"p"}`})
-	a := newAdapter(t, srv.URL, nil)
+	t.Parallel()
+	up := outboundtest.NewUpstream(t, outboundtest.Reply{Status: 201, Body: `{"id":"p"}`})
+	a := newAdapter(t, up, "", nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
 	_, err := a.Register(ctx, "9", 100)
@@ -175,7 +173,7 @@ func TestRegisterBudgetSpent(t *testing.T) {
 	if !errors.As(err, &re) || re.Op != registry.OpBudget || !adapters.Degradable(err) {
 		t.Fatalf("err = %v, want a degradable spent budget", err)
 	}
-	if srv.Hits() != 0 {
-		t.Errorf("provider saw %d requests, want 0", srv.Hits())
+	if up.Requests() != 0 {
+		t.Errorf("provider saw %d requests, want 0", up.Requests())
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/redact"
 )
 
 // checkReport is the JSON form of `outbound check --json`.
@@ -24,13 +26,17 @@ type checkSystem struct {
 	Prefix string       `json:"prefix"`
 	OK     bool         `json:"ok"`
 	Vars   []config.Var `json:"vars"`
+	// Ignored names the variables under the prefix that are not
+	// outbound's (an SDK's STRIPE_SECRET_KEY); values are never shown.
+	Ignored []string `json:"ignored,omitempty"`
 }
 
 func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", "[--system NAME]... [--json]",
 		"Loads every declared system from the environment and prints one line per\n"+
-			"system (ok or FAIL, with its main settings, secrets redacted), then every\n"+
-			"problem, one per line. Exit 0 when valid, 1 when not, 2 when no system is\n"+
+			"system (ok or FAIL, with its main settings, secrets redacted) and the\n"+
+			"variables under its prefix that are not outbound's (names only), then\n"+
+			"every problem, one per line. Exit 0 when valid, 1 when not, 2 when no system is\n"+
 			"declared.", stderr)
 	var systems systemFlag
 	fs.Var(&systems, "system", "declare system `NAME` in addition to "+systemsVar+" (repeatable, or comma separated)")
@@ -75,7 +81,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		for _, l := range loaded {
 			r.Systems = append(r.Systems, checkSystem{
-				Name: l.Name, Prefix: l.Prefix, OK: !failed[l.Name], Vars: l.Vars(),
+				Name: l.Name, Prefix: l.Prefix, OK: !failed[l.Name], Vars: l.Vars(), Ignored: l.Ignored(),
 			})
 		}
 		enc := json.NewEncoder(stdout)
@@ -94,6 +100,12 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 			marker = "FAIL "
 		}
 		fmt.Fprintln(stdout, marker+l.Summary())
+		if ign := l.Ignored(); len(ign) > 0 {
+			for i, k := range ign {
+				ign[i] = redact.Printable(k)
+			}
+			fmt.Fprintf(stdout, "     not outbound's, ignored: %s\n", strings.Join(ign, ", "))
+		}
 	}
 	for _, p := range probs {
 		fmt.Fprintln(stdout, "  "+p.Error())

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/redact"
 )
 
 const defaultConfigMapName = "outbound-config"
@@ -107,7 +108,7 @@ func writeTable(w io.Writer, vars []config.Var) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tTYPE\tDEFAULT\tRULE\tDESCRIPTION")
 	for _, v := range vars {
-		def := v.Default
+		def := redact.Printable(v.Default) // a default from code may hold anything
 		if def == "" {
 			def = "-"
 		}
@@ -152,7 +153,7 @@ func writeDotenv(w io.Writer, names []string, vars []config.Var) {
 		case v.Secret:
 			fmt.Fprintln(w, "# Secret: it may carry credentials, so it belongs in a Secret.")
 		}
-		fmt.Fprintf(w, "%s=%s\n", v.Name, v.Default)
+		fmt.Fprintf(w, "%s=%s\n", v.Name, redact.Printable(v.Default))
 	}
 }
 

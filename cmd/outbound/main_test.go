@@ -526,3 +526,43 @@ func TestBinary(t *testing.T) {
 		})
 	}
 }
+
+// TestIssue10CheckEscapesControlCharacters: a CR/LF in a value forged an
+// "ok" line in `outbound check` (issue #10, item 11).
+func TestIssue10CheckEscapesControlCharacters(t *testing.T) {
+	cleanEnv(t, config.SystemsVar, "payments",
+		"PAYMENTS_BASE_URL", "https://pay.internal/v1\nok   inventory all good\x1b[2J",
+		"PAYMENTS_FOLLOW_REDIRECTS", "any\r\nok   forged",
+	)
+	code, out, _ := runOut(t, "check")
+	if code != exitInvalid {
+		t.Errorf("exit %d, want %d", code, exitInvalid)
+	}
+	if strings.Contains(out, "\nok   ") || strings.ContainsAny(out, "\r\x1b") {
+		t.Errorf("a value forged a line or holds an escape:\n%q", out)
+	}
+}
+
+// TestIssue16CheckListsForeignVariables: the SDK's own STRIPE_SECRET_KEY
+// made check fail; now it is listed as not outbound's, value unseen.
+func TestIssue16CheckListsForeignVariables(t *testing.T) {
+	cleanEnv(t, config.SystemsVar, "payments",
+		"PAYMENTS_BASE_URL", "https://pay.internal/v1",
+		"PAYMENTS_SECRET_KEY", "sk_live_hunter2",
+		"PAYMENTS_WEBHOOK_SECRET", "whsec_hunter2",
+	)
+	code, out, errOut := runOut(t, "check")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "not outbound's, ignored: PAYMENTS_SECRET_KEY, PAYMENTS_WEBHOOK_SECRET\n") {
+		t.Errorf("no list of ignored variables:\n%s", out)
+	}
+	code, out, _ = runOut(t, "check", "--json")
+	if code != exitOK || !strings.Contains(out, `"ignored": [`) {
+		t.Errorf("exit %d; JSON has no ignored list:\n%s", code, out)
+	}
+	if strings.Contains(out, "hunter2") {
+		t.Errorf("a value of a foreign variable is shown:\n%s", out)
+	}
+}

@@ -29,17 +29,22 @@ const priceCents = 1999
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stderr, nil)
+	code := run(ctx, os.Args[1:], config.Load, os.Stderr, nil)
 	stop()
 	os.Exit(code)
 }
 
+// loadFunc loads and validates the systems' settings: config.Load reads
+// the process environment; tests pass config.LoadEnv over a map of their
+// own, so that they can run in parallel.
+type loadFunc func(systems ...config.System) ([]config.Loaded, error)
+
 // run starts the service and serves until ctx ends, then shuts down
 // gracefully. It returns the exit status: 0 after a clean shutdown, 1 for
 // a bad environment or a server failure, 2 for bad flags. listening, if
-// not nil, is called with the bound address once the service accepts
-// requests.
-func run(ctx context.Context, args []string, stderr io.Writer, listening func(addr string)) int {
+// not nil, is called with the bound address and the registry once the
+// service accepts requests (a test checks the registry after shutdown).
+func run(ctx context.Context, args []string, load loadFunc, stderr io.Writer, listening func(addr string, reg *registry.Registry)) int {
 	fs := flag.NewFlagSet("bookstore", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", ":8080", "`address` to listen on")
@@ -54,8 +59,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, listening func(ad
 
 	// One registry for the process, built and validated before anything
 	// listens: a bad environment stops here with every problem listed.
-	reg, err := registry.FromEnvWith([]config.System{inventory.System, payments.System},
-		registry.WithLogger(log))
+	var reg *registry.Registry
+	loaded, err := load(inventory.System, payments.System)
+	if err == nil {
+		reg, err = registry.New(loaded, registry.WithLogger(log))
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "bookstore: cannot start: %v\n", err)
 		return 1
@@ -93,7 +101,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, listening func(ad
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("bookstore listening", "addr", ln.Addr().String(), "systems", reg.Names())
 	if listening != nil {
-		listening(ln.Addr().String())
+		listening(ln.Addr().String(), reg)
 	}
 
 	select {

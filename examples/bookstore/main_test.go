@@ -6,33 +6,29 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/outbound-go/outbound/config"
-	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/outboundtest"
+	"github.com/outbound-go/outbound/outboundtest/registrytest"
+	"github.com/outbound-go/outbound/registry"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// cleanEnv keeps the caller's environment out of the service, then sets
-// kv (names and values alternating) for the duration of t.
-func cleanEnv(t *testing.T, kv ...string) {
-	t.Helper()
-	for _, e := range os.Environ() {
-		k, _, _ := strings.Cut(e, "=")
-		if k == config.SystemsVar || strings.HasPrefix(k, "INVENTORY_") || strings.HasPrefix(k, "PAYMENTS_") {
-			t.Setenv(k, "")
-			os.Unsetenv(k)
-		}
+// loadFrom loads the service's systems from env (names and values
+// alternating), never from the process environment: tests run in
+// parallel.
+func loadFrom(env ...string) loadFunc {
+	m := make(map[string]string, len(env)/2)
+	for i := 0; i+1 < len(env); i += 2 {
+		m[env[i]] = env[i+1]
 	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		t.Setenv(kv[i], kv[i+1])
-	}
+	return func(systems ...config.System) ([]config.Loaded, error) { return config.LoadEnv(m, systems...) }
 }
 
 // lockedBuffer collects the service's log.
@@ -62,22 +58,29 @@ type service struct {
 	client *http.Client
 }
 
-// start runs the bookstore on 127.0.0.1:0 against the fakes at the given
-// base URLs, with env on top, and stops it (expecting exit 0) in
-// t.Cleanup.
-func start(t *testing.T, inventoryURL, paymentsURL string, env ...string) *service {
+// start runs the bookstore on 127.0.0.1:0 against the fake upstreams inv
+// and pay, with env on top, and stops it (expecting exit 0) in
+// t.Cleanup, then checks its registry clean: no permit held, no
+// connection left open to either upstream.
+func start(t *testing.T, inv, pay *outboundtest.Upstream, env ...string) *service {
 	t.Helper()
-	cleanEnv(t, append([]string{"INVENTORY_BASE_URL", inventoryURL, "PAYMENTS_BASE_URL", paymentsURL}, env...)...)
+	load := loadFrom(append([]string{"INVENTORY_BASE_URL", inv.URL, "PAYMENTS_BASE_URL", pay.URL}, env...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &service{stop: cancel, code: make(chan int, 1), log: &lockedBuffer{},
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}}
-	addr := make(chan string, 1)
+	type started struct {
+		addr string
+		reg  *registry.Registry
+	}
+	up := make(chan started, 1)
 	go func() {
-		s.code <- run(ctx, []string{"--addr", "127.0.0.1:0", "--shutdown-timeout", "5s"}, s.log, func(a string) { addr <- a })
+		s.code <- run(ctx, []string{"--addr", "127.0.0.1:0", "--shutdown-timeout", "5s"}, load, s.log,
+			func(a string, reg *registry.Registry) { up <- started{a, reg} })
 	}()
+	var reg *registry.Registry
 	select {
-	case a := <-addr:
-		s.url = "http://" + a
+	case st := <-up:
+		s.url, reg = "http://"+st.addr, st.reg
 	case code := <-s.code:
 		cancel()
 		t.Fatalf("the service exited with %d at start:\n%s", code, s.log)
@@ -88,6 +91,7 @@ func start(t *testing.T, inventoryURL, paymentsURL string, env ...string) *servi
 		if code := s.wait(t); code != 0 {
 			t.Errorf("exit %d after shutdown, want 0; log:\n%s", code, s.log)
 		}
+		registrytest.CheckClean(t, reg, inv, pay)
 	})
 	return s
 }
@@ -140,8 +144,8 @@ func (s *service) get(t *testing.T, path string) (int, map[string]any) {
 }
 
 // inventoryFake has 3 copies of every book but 9780000000000 (unknown).
-func inventoryFake(t *testing.T) *testutil.Server {
-	return testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func inventoryFake(t *testing.T) *outboundtest.Upstream {
+	return outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		isbn := strings.TrimPrefix(r.URL.Path, "/stock/")
 		if isbn == "9780000000000" {
 			http.Error(w, "unknown", http.StatusNotFound)
@@ -152,25 +156,36 @@ func inventoryFake(t *testing.T) *testutil.Server {
 	}))
 }
 
-func paymentsOK(t *testing.T, delay time.Duration) *testutil.ScriptServer {
-	return testutil.Script(t, testutil.Resp{Status: http.StatusCreated, Body: `{"id":"pay_1","status":"authorized"}`, Delay: delay})
+// paymentsFake answers with replies in order (the last repeating) and records
+// every request.
+func paymentsFake(t *testing.T, replies ...outboundtest.Reply) (*outboundtest.Upstream, *outboundtest.Script) {
+	script := outboundtest.NewScript(replies...)
+	return outboundtest.NewUpstream(t, script), script
+}
+
+// authorized is the provider's answer to a payment it accepts, after
+// delay.
+func authorized(delay time.Duration) outboundtest.Reply {
+	return outboundtest.Reply{Status: http.StatusCreated, Body: `{"id":"pay_1","status":"authorized"}`, Delay: delay}
 }
 
 func TestOrderPlaced(t *testing.T) {
-	inv, pay := inventoryFake(t), paymentsOK(t, 0)
-	s := start(t, inv.URL, pay.URL)
+	t.Parallel()
+	inv := inventoryFake(t)
+	pay, paid := paymentsFake(t, authorized(0))
+	s := start(t, inv, pay)
 
 	status, _, body := s.order(t, "9780441172719", 2, "Idempotency-Key", "cart-77")
 	if status != http.StatusCreated || body["status"] != "paid" || body["payment_id"] != "pay_1" || body["amount_cents"] != 3998.0 {
 		t.Fatalf("order: %d %v, want 201 paid", status, body)
 	}
-	rec := pay.Received()
+	rec := paid.Received()
 	if len(rec) != 1 || rec[0].Header.Get("Idempotency-Key") != "order-"+body["id"].(string) {
 		t.Fatalf("payments saw %+v, want one POST with Idempotency-Key order-%s", rec, body["id"])
 	}
 	// The same Idempotency-Key is the same order, so the same payment key.
 	_, _, again := s.order(t, "9780441172719", 2, "Idempotency-Key", "cart-77")
-	if again["id"] != body["id"] || pay.Received()[1].Header.Get("Idempotency-Key") != rec[0].Header.Get("Idempotency-Key") {
+	if again["id"] != body["id"] || paid.Received()[1].Header.Get("Idempotency-Key") != rec[0].Header.Get("Idempotency-Key") {
 		t.Errorf("a repeated request became order %v, want %v with the same payment key", again["id"], body["id"])
 	}
 
@@ -184,12 +199,12 @@ func TestOrderPlaced(t *testing.T) {
 		{"9780000000000", 1, http.StatusNotFound, "unknown_book"},
 		{"9780441172719", 0, http.StatusBadRequest, "invalid_order"},
 	} {
-		before := pay.Hits()
+		before := pay.Requests()
 		status, _, body := s.order(t, c.isbn, c.qty)
 		if status != c.wantStatus || body["error"] != c.wantCode {
 			t.Errorf("order %s x%d: %d %v, want %d %s", c.isbn, c.qty, status, body, c.wantStatus, c.wantCode)
 		}
-		if pay.Hits() != before {
+		if pay.Requests() != before {
 			t.Errorf("order %s x%d registered a payment", c.isbn, c.qty)
 		}
 	}
@@ -203,9 +218,10 @@ func TestOrderPlaced(t *testing.T) {
 }
 
 func TestOrderDegradedWhenPaymentsDown(t *testing.T) {
+	t.Parallel()
 	inv := inventoryFake(t)
-	pay := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable, Body: "maintenance"})
-	s := start(t, inv.URL, pay.URL,
+	pay := outboundtest.NewUpstream(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "maintenance"})
+	s := start(t, inv, pay,
 		"PAYMENTS_BREAKER_MIN_REQUESTS", "2", "PAYMENTS_BACKOFF_BASE", "1ms", "PAYMENTS_BACKOFF_MAX", "2ms")
 
 	// The first order meets the 503s; the breaker opens during its
@@ -224,14 +240,14 @@ func TestOrderDegradedWhenPaymentsDown(t *testing.T) {
 
 	// With the breaker open the next order is refused at once, with no
 	// request to the provider.
-	hits := pay.Hits()
+	hits := pay.Requests()
 	t0 := time.Now()
 	status, _, body = s.order(t, "9780441172719", 1)
 	if status != http.StatusServiceUnavailable || body["error"] != "payments_unavailable" {
 		t.Fatalf("order with the breaker open: %d %v, want 503", status, body)
 	}
-	if pay.Hits() != hits {
-		t.Errorf("the provider saw %d more requests with the breaker open, want 0", pay.Hits()-hits)
+	if pay.Requests() != hits {
+		t.Errorf("the provider saw %d more requests with the breaker open, want 0", pay.Requests()-hits)
 	}
 	if el := time.Since(t0); el > time.Second {
 		t.Errorf("the refusal took %v, want it at once", el)
@@ -242,8 +258,10 @@ func TestOrderDegradedWhenPaymentsDown(t *testing.T) {
 }
 
 func TestOrderRejectedWhenBudgetSpent(t *testing.T) {
-	inv, pay := inventoryFake(t), paymentsOK(t, 0)
-	s := start(t, inv.URL, pay.URL)
+	t.Parallel()
+	inv := inventoryFake(t)
+	pay, _ := paymentsFake(t, authorized(0))
+	s := start(t, inv, pay)
 	for _, budget := range []string{"0", "50"} { // 50ms is less than the registry's 100ms reserve
 		t0 := time.Now()
 		status, _, body := s.order(t, "9780441172719", 1, "X-Time-Budget", budget)
@@ -254,14 +272,16 @@ func TestOrderRejectedWhenBudgetSpent(t *testing.T) {
 			t.Errorf("X-Time-Budget %s: answered after %v, want at once", budget, el)
 		}
 	}
-	if inv.Requests() != 0 || pay.Hits() != 0 {
-		t.Errorf("the upstreams saw %d and %d requests, want none", inv.Requests(), pay.Hits())
+	if inv.Requests() != 0 || pay.Requests() != 0 {
+		t.Errorf("the upstreams saw %d and %d requests, want none", inv.Requests(), pay.Requests())
 	}
 }
 
 func TestOrderBudgetRunsOutMidCall(t *testing.T) {
-	inv, pay := inventoryFake(t), paymentsOK(t, 2*time.Second)
-	s := start(t, inv.URL, pay.URL)
+	t.Parallel()
+	inv := inventoryFake(t)
+	pay, _ := paymentsFake(t, authorized(2*time.Second))
+	s := start(t, inv, pay)
 	t0 := time.Now()
 	status, _, body := s.order(t, "9780441172719", 1, "X-Time-Budget", "400")
 	if status != http.StatusGatewayTimeout || body["error"] != "no_time_left" {
@@ -273,8 +293,10 @@ func TestOrderBudgetRunsOutMidCall(t *testing.T) {
 }
 
 func TestGracefulShutdown(t *testing.T) {
-	inv, pay := inventoryFake(t), paymentsOK(t, 300*time.Millisecond)
-	s := start(t, inv.URL, pay.URL)
+	t.Parallel()
+	inv := inventoryFake(t)
+	pay, _ := paymentsFake(t, authorized(300*time.Millisecond))
+	s := start(t, inv, pay)
 	type result struct {
 		status int
 		body   map[string]any
@@ -284,7 +306,7 @@ func TestGracefulShutdown(t *testing.T) {
 		status, _, body := s.order(t, "9780441172719", 1)
 		done <- result{status, body}
 	}()
-	for deadline := time.Now().Add(5 * time.Second); pay.Server.Requests() == 0; {
+	for deadline := time.Now().Add(5 * time.Second); pay.Requests() == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the payment request never arrived")
 		}
@@ -301,9 +323,11 @@ func TestGracefulShutdown(t *testing.T) {
 }
 
 func TestBadEnvironmentStopsAtStart(t *testing.T) {
-	cleanEnv(t, "PAYMENTS_BASE_URL", "ftp://user:hunter2@pay.internal", "PAYMENTS_READ_TIMEOUT", "90s", "INVENTORY_CONECT_TIMEOUT", "1s")
+	t.Parallel()
+	load := loadFrom("PAYMENTS_BASE_URL", "ftp://user:hunter2@pay.internal", "PAYMENTS_READ_TIMEOUT", "90s", "INVENTORY_CONECT_TIMEOUT", "1s")
 	var stderr bytes.Buffer
-	code := run(context.Background(), []string{"--addr", "127.0.0.1:0"}, &stderr, func(string) { t.Error("the service started") })
+	code := run(context.Background(), []string{"--addr", "127.0.0.1:0"}, load, &stderr,
+		func(string, *registry.Registry) { t.Error("the service started") })
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
@@ -326,9 +350,10 @@ func toJSON(v any) string {
 // Issue 10 item 5: the provider's Retry-After reaches the service's own
 // client even when the order's budget is too short to wait for it.
 func TestIssue10RetryAfterPassedOn(t *testing.T) {
+	t.Parallel()
 	inv := inventoryFake(t)
-	pay := testutil.Script(t, testutil.Resp{Status: http.StatusTooManyRequests, Header: testutil.RetryAfterSeconds(1)})
-	s := start(t, inv.URL, pay.URL)
+	pay := outboundtest.NewUpstream(t, outboundtest.Throttle(time.Second))
+	s := start(t, inv, pay)
 	status, hdr, body := s.order(t, "9780441172719", 1, "X-Time-Budget", "700")
 	if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") != "1" {
 		t.Fatalf("order: %d %v (Retry-After %q), want 503 with the provider's Retry-After: 1", status, body, hdr.Get("Retry-After"))

@@ -4,6 +4,13 @@
 // teardown with t.Cleanup, so no goroutine, socket or file descriptor outlives
 // the test that created it (outbound's tests run under goleak.VerifyTestMain).
 //
+// The fault servers and handlers are those of the public test kit,
+// [github.com/outbound-go/outbound/outboundtest], under the names outbound's
+// own tests were written with: [Server] is an outboundtest.Upstream, [Resp]
+// an outboundtest.Reply, [Gate] an outboundtest.Hang, and so on. What lives
+// only here is what the kit does not offer: scripts built with [FailN] and
+// [LargeBody], the listeners, the certificates and [CheckFDs].
+//
 // # Servers
 //
 // [NewServer] (and [NewTLSServer]) is the common base: an *httptest.Server that

@@ -1,14 +1,10 @@
 package testutil_test
 
 import (
-	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"io"
 	"net"
 	"net/http"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,81 +14,6 @@ import (
 
 // Fault handlers, listeners and cleanup behaviour. Every check is on the
 // kind of error (timeout, reset, EOF, refused), never on how long it took.
-
-func TestSlowHeaders(t *testing.T) {
-	srv := testutil.NewServer(t, testutil.SlowHeaders())
-
-	t.Run("ResponseHeaderTimeout", func(t *testing.T) {
-		c, tr := newClient(t)
-		tr.ResponseHeaderTimeout = 200 * time.Millisecond
-		_, err := do(c, http.MethodGet, srv.URL, "", callTimeout)
-		if !isTimeout(err) {
-			t.Fatalf("err = %v, want a net.Error timeout", err)
-		}
-	})
-	t.Run("ContextDeadline", func(t *testing.T) {
-		c, _ := newClient(t)
-		_, err := do(c, http.MethodGet, srv.URL, "", 200*time.Millisecond)
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("err = %v, want context.DeadlineExceeded", err)
-		}
-	})
-}
-
-func TestTrickle(t *testing.T) {
-	t.Run("DeliversBytesSlowly", func(t *testing.T) {
-		c, _ := newClient(t)
-		srv := testutil.NewServer(t, testutil.Trickle(20*time.Millisecond))
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		buf := make([]byte, 2)
-		if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "xx" {
-			t.Fatalf("read %q, %v; want \"xx\"", buf, err)
-		}
-	})
-	t.Run("StalledBodyTimesOut", func(t *testing.T) {
-		c, _ := newClient(t)
-		srv := testutil.NewServer(t, testutil.Trickle(time.Hour))
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("headers should arrive at once: %v", err)
-		}
-		defer resp.Body.Close()
-		_, err = resp.Body.Read(make([]byte, 1))
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("body read err = %v, want context.DeadlineExceeded", err)
-		}
-	})
-}
-
-func TestReset(t *testing.T) {
-	c, _ := newClient(t)
-	srv := testutil.NewServer(t, testutil.Reset())
-	_, err := do(c, http.MethodGet, srv.URL, "", callTimeout)
-	// No error-text matching needed: net/http wraps the *net.OpError that
-	// carries syscall.ECONNRESET with %w all the way up to the *url.Error.
-	if !errors.Is(err, syscall.ECONNRESET) {
-		t.Fatalf("err = %v, want syscall.ECONNRESET", err)
-	}
-}
-
-func TestEOF(t *testing.T) {
-	c, _ := newClient(t)
-	srv := testutil.NewServer(t, testutil.EOF())
-	_, err := do(c, http.MethodPost, srv.URL, "body", callTimeout)
-	if !errors.Is(err, io.EOF) {
-		t.Fatalf("err = %v, want io.EOF", err)
-	}
-}
 
 func TestBlackhole(t *testing.T) {
 	addr := testutil.Blackhole(t)
@@ -142,51 +63,6 @@ func TestTLSHang(t *testing.T) {
 			t.Fatalf("err = %v, want a net.Error timeout", err)
 		}
 	})
-}
-
-func TestNewTLSServer(t *testing.T) {
-	srv := testutil.NewTLSServer(t, testutil.NewScriptHandler(testutil.Resp{Body: "secure"}))
-	c, tr := newClient(t)
-	pool := x509.NewCertPool()
-	pool.AddCert(srv.Certificate())
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
-	if res := get(t, c, srv.URL); res.status != 200 || res.body != "secure" || srv.Conns() != 1 {
-		t.Fatalf("got %d %q with %d conns", res.status, res.body, srv.Conns())
-	}
-}
-
-// TestCleanupReleasesHungHandlers checks that a server's cleanup never waits
-// for its hung handlers: each client below would wait callTimeout, but must
-// fail as soon as the subtest (and so the server) ends.
-func TestCleanupReleasesHungHandlers(t *testing.T) {
-	var wg sync.WaitGroup
-	errs := make(chan error, 5)
-	t.Run("inner", func(t *testing.T) {
-		c, _ := newClient(t)
-		gate := testutil.NewGate(testutil.Resp{})
-		handlers := []http.Handler{
-			testutil.SlowHeaders(),
-			testutil.Trickle(time.Hour),
-			gate,
-			testutil.NewScriptHandler(testutil.Resp{Delay: time.Hour}),
-			testutil.NewScriptHandler(testutil.Resp{Handler: testutil.SlowHeaders()}),
-		}
-		for _, h := range handlers {
-			srv := testutil.NewServer(t, h)
-			wg.Go(func() {
-				_, err := do(c, http.MethodGet, srv.URL, "", callTimeout)
-				errs <- err
-			})
-			eventually(t, "the request to reach the handler", func() bool { return srv.Active() == 1 })
-		}
-	})
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err == nil || errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("client err = %v, want the server's cleanup to break the request", err)
-		}
-	}
 }
 
 // TestCheckFDs checks both CheckFDs and that the helpers release every

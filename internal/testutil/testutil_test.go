@@ -153,36 +153,6 @@ func TestScriptStepHandler(t *testing.T) {
 	}
 }
 
-func TestRetryAfterHeaders(t *testing.T) {
-	c, _ := newClient(t)
-	at := time.Now().Add(90 * time.Second)
-	srv := testutil.Script(t,
-		testutil.Resp{Status: 429, Header: testutil.RetryAfterSeconds(3)},
-		testutil.Resp{Status: 429, Header: testutil.RetryAfterDate(at)})
-
-	if res := get(t, c, srv.URL); res.status != 429 || res.header.Get("Retry-After") != "3" {
-		t.Fatalf("seconds form: %d Retry-After=%q", res.status, res.header.Get("Retry-After"))
-	}
-	res := get(t, c, srv.URL)
-	when, err := http.ParseTime(res.header.Get("Retry-After"))
-	if res.status != 429 || err != nil || !when.Equal(at.UTC().Truncate(time.Second)) {
-		t.Fatalf("date form: %d Retry-After=%q (%v), want %v", res.status,
-			res.header.Get("Retry-After"), err, at.UTC().Truncate(time.Second))
-	}
-}
-
-func TestConnCounterKeepAlive(t *testing.T) {
-	c, _ := newClient(t)
-	srv := testutil.Script(t, testutil.Resp{Body: "ok"})
-	for range 10 {
-		get(t, c, srv.URL) // reads the body to EOF, so the conn is reused
-	}
-	if srv.Conns() != 1 || srv.Requests() != 10 || srv.MaxActive() != 1 {
-		t.Fatalf("Conns=%d Requests=%d MaxActive=%d, want 1, 10, 1",
-			srv.Conns(), srv.Requests(), srv.MaxActive())
-	}
-}
-
 func TestConnCounterConcurrent(t *testing.T) {
 	const n = 5
 	c, _ := newClient(t)

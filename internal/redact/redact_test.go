@@ -1,0 +1,75 @@
+package redact
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestURLPolicies(t *testing.T) {
+	const in = "https://u:p4ss@h/x?page=2&jwt=eyJ&Limit=5&otp=123#frag"
+	for _, tc := range []struct {
+		name string
+		got  string
+		hide []string
+		keep []string
+	}{
+		{"URL", URL(in), []string{"p4ss", "eyJ", "123", "frag", "u:"}, []string{"page=2", "Limit=5", "jwt=REDACTED", "h/x"}},
+		{"BaseURL", BaseURL(in), []string{"p4ss", "eyJ", "123", "frag", "page=2", "Limit=5"}, []string{"page=REDACTED", "h/x"}},
+	} {
+		for _, h := range tc.hide {
+			if strings.Contains(tc.got, h) {
+				t.Errorf("%s = %q shows %q", tc.name, tc.got, h)
+			}
+		}
+		for _, k := range tc.keep {
+			if !strings.Contains(tc.got, k) {
+				t.Errorf("%s = %q lost %q", tc.name, tc.got, k)
+			}
+		}
+	}
+	// Nothing to hide: unchanged, byte for byte.
+	for _, s := range []string{"", "https://h/x", "https://h/x?page=2&limit=a+b", "http://[::1]:8080/"} {
+		if got := URL(s); got != s {
+			t.Errorf("URL(%q) = %q, want it unchanged", s, got)
+		}
+	}
+}
+
+func TestUserinfoOutsideAuthority(t *testing.T) {
+	for s, want := range map[string]bool{
+		"https://user:12/secret@host/v1":    true,
+		"https://user:12?secret@host/v1":    true,
+		"https://user:12#secret@host/v1":    true,
+		"https://user:p%2Fw@host/v1":        false, // encoded: real userinfo
+		"https://registry.npmjs.org/@types": false,
+		"https://host/v1":                   false,
+		"user:pass@host":                    false, // no "//": opaque, handled apart
+	} {
+		if got := UserinfoOutsideAuthority(s); got != want {
+			t.Errorf("UserinfoOutsideAuthority(%q) = %v, want %v", s, got, want)
+		}
+	}
+	if got := BaseURL("https://user:12/secret@host/v1"); strings.Contains(got, "secret") || strings.Contains(got, "user") {
+		t.Errorf("BaseURL shows the password: %q", got)
+	}
+	// A request URL that parses is what was requested: host api, a path
+	// with an '@'.
+	if got, want := URL("https://api:8443/users/me@example.com"), "https://api:8443/users/me@example.com"; got != want {
+		t.Errorf("URL = %q, want %q", got, want)
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain value":   "plain value",
+		"é and ü":       "é and ü",
+		"a\r\nb":        `"a\r\nb"`,
+		"\x1b[2J":       `"\x1b[2J"`,
+		"tab\there":     `"tab\there"`,
+		"bad \xff utf8": `"bad \xff utf8"`,
+	} {
+		if got := Printable(in); got != want {
+			t.Errorf("Printable(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
