@@ -133,10 +133,11 @@ func DoJSON(ctx context.Context, c *registry.Client, method string, path []strin
 	resp, err := c.Do(req)
 	if err != nil {
 		var re *registry.Error
-		if errors.As(err, &re) && re.StatusCode != 0 {
+		if errors.As(err, &re) && re.Op == registry.OpStatus && re.StatusCode != 0 {
 			// The registry gave up on a temporary status it could not
 			// retry in time: the caller sees the status and the
-			// upstream's Retry-After, as for a response.
+			// upstream's Retry-After, as for a response. (A caller
+			// that cancelled during the wait gets its cancellation.)
 			return &StatusError{System: c.Name(), Method: method, Path: u.EscapedPath(), StatusCode: re.StatusCode,
 				RetryAfter: re.RetryAfter, HasRetryAfter: re.RetryAfter > 0, Err: err}
 		}

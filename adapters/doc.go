@@ -35,8 +35,9 @@
 //
 // [Degradable] sorts them for the domain: true when the system is
 // unavailable right now (breaker open, bulkhead full, timeout, budget
-// spent, 5xx, 408 or 429, a broken connection), so the adapter's caller may
-// serve a cached or default value or degrade the feature; false for
-// answers that say the request itself is wrong (other 4xx), for bad
+// spent, a temporary status: 408, 429, 500, 502, 503 or 504, a broken
+// connection), so the adapter's caller may serve a cached or default value
+// or degrade the feature; false for answers that say the request itself
+// is wrong (other 4xx, and 5xx such as 501 or 505), for bad
 // answers, and for the caller's own cancellation.
 package adapters

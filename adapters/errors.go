@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/internal/policy"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -44,7 +45,7 @@ type StatusError struct {
 func newStatusError(system, method, path string, resp *http.Response) *StatusError {
 	e := &StatusError{System: system, Method: method, Path: path, StatusCode: resp.StatusCode}
 	e.Body, _ = io.ReadAll(io.LimitReader(resp.Body, statusBodyMax))
-	e.RetryAfter, e.HasRetryAfter = registry.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	e.RetryAfter, e.HasRetryAfter = policy.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return e
 }
 
@@ -71,11 +72,11 @@ func (e *StatusError) Is(target error) bool {
 }
 
 // Temporary reports whether the status says the upstream is unavailable
-// for now rather than that the request is wrong: 408, 429 and every 5xx,
-// the statuses the registry's breaker counts as failures.
+// for now rather than that the request is wrong: 408, 429, 500, 502, 503
+// and 504, the statuses the registry retries. Other 5xx (501, 505, ...)
+// are answers a retry or a fallback cannot mend: the request needs a fix.
 func (e *StatusError) Temporary() bool {
-	return e.StatusCode == http.StatusRequestTimeout || e.StatusCode == http.StatusTooManyRequests ||
-		e.StatusCode >= 500
+	return policy.TemporaryStatus(e.StatusCode)
 }
 
 // readError is a failure while reading a 2xx response's body: the
@@ -97,7 +98,7 @@ func (e *readError) Unwrap() error { return e.err }
 //     (capbudget.ErrExhausted): the call was refused with no I/O;
 //   - any timeout ([registry.Error.Timeout]), a refused or broken
 //     connection, or retries that ran out before the deadline;
-//   - a [*StatusError] with status 5xx, 408 or 429.
+//   - a [*StatusError] with a temporary status: 408, 429, 500, 502, 503, 504.
 //
 // It is false for nil, for the caller's own cancellation (nobody is
 // waiting for a fallback), for a registry closed at shutdown, for other

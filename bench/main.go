@@ -7,7 +7,8 @@
 // Every client sends GET requests to the same loopback server (a 64-byte
 // body), reads the whole body and closes it, from exactly N worker
 // goroutines (N = 1, 16, 64 calls in flight). Rounds are interleaved
-// (raw, outbound, retryablehttp, failsafe-go, hystrix-go, raw, ...), each
+// (raw, hand-rolled, outbound, outbound-omit, retryablehttp, failsafe-go,
+// hystrix-go, raw, ...), each
 // with fresh clients, and the table gives the median of the rounds: requests
 // per second, the ratio to raw (median of the per-round ratios, so that
 // drift of the machine cancels out), latency p50 and p99, heap allocations
@@ -30,6 +31,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -46,6 +48,8 @@ import (
 	"github.com/failsafe-go/failsafe-go/circuitbreaker"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/hashicorp/go-retryablehttp"
+	"github.com/sony/gobreaker/v2"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/registry"
@@ -167,7 +171,9 @@ type client struct {
 
 var allClients = []client{
 	{"raw", setupRaw},
+	{"hand-rolled", setupHandRolled},
 	{"outbound", setupOutbound},
+	{"outbound-omit", setupOutboundOmit},
 	{"retryablehttp", setupRetryable},
 	{"failsafe-go", setupFailsafe},
 	{"hystrix-go", setupHystrix},
@@ -222,13 +228,24 @@ func setupRaw(url string, _ int) (func() error, func(), error) {
 }
 
 // setupOutbound: a registry of one system with the baseline settings
-// (retries 2, breaker, retry budget, CALL_TIMEOUT 15s) and MAX_CONCURRENT
-// 64 (or the number in flight if larger).
+// (retries 2, breaker, retry budget, CALL_TIMEOUT 15s, X-Time-Budget sent)
+// and MAX_CONCURRENT 64 (or the number in flight if larger).
 func setupOutbound(url string, inflight int) (func() error, func(), error) {
+	return setupOutboundWith(url, inflight, false)
+}
+
+// setupOutboundOmit: setupOutbound with OMIT_TIME_BUDGET=true, as for a
+// third party: no X-Time-Budget header per attempt.
+func setupOutboundOmit(url string, inflight int) (func() error, func(), error) {
+	return setupOutboundWith(url, inflight, true)
+}
+
+func setupOutboundWith(url string, inflight int, omit bool) (func() error, func(), error) {
 	env := map[string]string{
-		config.SystemsVar:      "bench",
-		"BENCH_BASE_URL":       url,
-		"BENCH_MAX_CONCURRENT": strconv.Itoa(max(poolSize, inflight)),
+		config.SystemsVar:        "bench",
+		"BENCH_BASE_URL":         url,
+		"BENCH_MAX_CONCURRENT":   strconv.Itoa(max(poolSize, inflight)),
+		"BENCH_OMIT_TIME_BUDGET": strconv.FormatBool(omit),
 	}
 	for k, v := range env {
 		if err := os.Setenv(k, v); err != nil {
@@ -252,6 +269,82 @@ func setupOutbound(url string, inflight int) (func() error, func(), error) {
 		return consume(resp)
 	}
 	return call, func() { _ = r.Close() }, nil
+}
+
+// setupHandRolled: the reference of issue 11, what a careful engineer
+// writes by hand from the same parts as the registry: an x/sync semaphore
+// of 64 (TryAcquire; the permit held until the body is closed), a
+// gobreaker/v2 breaker per attempt (the registry's counting: 408, 429 and
+// 5xx are failures) and a retry loop (2 retries of temporary statuses and
+// transport errors, backoff 100ms..2s with full jitter), the tuned
+// transport and Timeout = CALL_TIMEOUT. It has no deadline cap from the
+// caller's budget, no permit timer for a forgotten body, no X-Time-Budget
+// and no observers: the registry's extra work is measured against it.
+func setupHandRolled(url string, inflight int) (func() error, func(), error) {
+	t := transport()
+	c := &http.Client{Transport: t, Timeout: callTimeout}
+	sem := semaphore.NewWeighted(int64(max(poolSize, inflight)))
+	cb := gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
+		Name: "hand-rolled", Interval: 30 * time.Second, Timeout: 15 * time.Second,
+		ReadyToTrip: func(n gobreaker.Counts) bool {
+			return n.Requests >= 20 && float64(n.TotalFailures) >= 0.5*float64(n.Requests)
+		},
+	})
+	errTemporary := errors.New("temporary status")
+	temporary := func(code int) bool {
+		return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500
+	}
+	call := func() error {
+		if !sem.TryAcquire(1) {
+			return errors.New("hand-rolled: bulkhead full")
+		}
+		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+		if err != nil {
+			sem.Release(1)
+			return err
+		}
+		var resp *http.Response
+		for n := 0; ; n++ {
+			resp, err = cb.Execute(func() (*http.Response, error) {
+				resp, err := c.Do(req)
+				if err == nil && temporary(resp.StatusCode) {
+					return resp, errTemporary
+				}
+				return resp, err
+			})
+			if err == errTemporary && n == retries {
+				err = nil // retries ran out: the caller gets the response
+			}
+			if err == nil || n == retries || errors.Is(err, gobreaker.ErrOpenState) {
+				break
+			}
+			if resp != nil {
+				_, _ = io.CopyN(io.Discard, resp.Body, 256<<10)
+				_ = resp.Body.Close()
+			}
+			time.Sleep(time.Duration(rand.Int64N(int64(min(backoffMax, backoffBase<<n)) + 1)))
+		}
+		if err != nil {
+			sem.Release(1)
+			return err
+		}
+		resp.Body = &releaseBody{ReadCloser: resp.Body, sem: sem}
+		return consume(resp)
+	}
+	return call, t.CloseIdleConnections, nil
+}
+
+// releaseBody gives the hand-rolled reference's permit back on Close.
+type releaseBody struct {
+	io.ReadCloser
+	sem  *semaphore.Weighted
+	once sync.Once
+}
+
+func (b *releaseBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() { b.sem.Release(1) })
+	return err
 }
 
 // setupRetryable: go-retryablehttp with 2 retries, backoff 100ms..2s, the

@@ -54,7 +54,7 @@
 //		if err != nil {
 //			return nil, err
 //		}
-//		capbudget.SetHeader(req.Header, ctx)
+//		capbudget.SetHeader(ctx, req.Header)
 //		resp, err := c.http.Do(req)
 //		if err != nil && errors.Is(context.Cause(ctx), capbudget.ErrExhausted) {
 //			return nil, capbudget.ErrExhausted // the caller's budget ran out

@@ -109,6 +109,6 @@ func BenchmarkSetHeader(b *testing.B) {
 	h := http.Header{}
 	b.ReportAllocs()
 	for b.Loop() {
-		capbudget.SetHeader(h, ctx)
+		capbudget.SetHeader(ctx, h)
 	}
 }

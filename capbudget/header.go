@@ -15,25 +15,42 @@ import (
 const maxDigits = 18
 
 // SetHeader sets h[Header] to the whole milliseconds left before ctx's
-// deadline, rounded down, as a plain decimal integer. A deadline that has
-// already passed is written as 0, which tells the receiver that the caller
-// has given up, and more than [MaxBudget] is written as MaxBudget so that
-// [ParseHeader] on the receiving side always accepts the value. When ctx
-// has no deadline the header is deleted, so a stale budget is never
-// forwarded. Any previous values of the header are replaced.
+// deadline, rounded down, as a plain decimal integer (see
+// [AppendHeaderValue]). When ctx has no deadline the header is deleted, so
+// a stale budget is never forwarded. Any previous values of the header are
+// replaced. ctx comes first, as in every function of this module that
+// takes one.
 //
-// SetHeader formats the number with [strconv.AppendInt] into a stack
-// buffer and allocates only the header's value string and slice.
-func SetHeader(h http.Header, ctx context.Context) {
-	deadline, ok := ctx.Deadline()
+// SetHeader formats the number into a stack buffer and allocates only the
+// header's value string and slice.
+func SetHeader(ctx context.Context, h http.Header) {
+	var buf [maxDigits]byte
+	v, ok := AppendHeaderValue(ctx, buf[:0])
 	if !ok {
 		delete(h, Header)
 		return
 	}
+	h[Header] = []string{string(v)}
+}
+
+// AppendHeaderValue appends to dst the [Header] value for ctx's deadline:
+// the whole milliseconds left, rounded down, as a plain decimal integer. A
+// deadline that has already passed is written as 0, which tells the
+// receiver that the caller has given up, and more than [MaxBudget] is
+// written as MaxBudget so that [ParseHeader] on the receiving side always
+// accepts the value. It appends at most 18 bytes. ok is false, and dst is
+// returned unchanged, when ctx has no deadline.
+//
+// It is the one formatter of the header: [SetHeader] and the registry's
+// attempts both use it.
+func AppendHeaderValue(ctx context.Context, dst []byte) (_ []byte, ok bool) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return dst, false
+	}
 	ms := time.Until(deadline).Milliseconds() // truncates; floor for >= 0
 	ms = min(max(ms, 0), maxBudgetMillis)
-	var buf [20]byte
-	h[Header] = []string{string(strconv.AppendInt(buf[:0], ms, 10))}
+	return strconv.AppendInt(dst, ms, 10), true
 }
 
 // ParseHeader parses an X-Time-Budget value: a non-negative decimal integer

@@ -101,7 +101,7 @@ func TestSetHeader(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := http.Header{capbudget.Header: {"stale", "values"}}
-				capbudget.SetHeader(h, tc.ctx(t))
+				capbudget.SetHeader(tc.ctx(t), h)
 				got, present := h[capbudget.Header]
 				if (tc.want == nil) == present || strings.Join(got, ",") != strings.Join(tc.want, ",") {
 					t.Fatalf("header = %q (present %v), want %q", got, present, tc.want)
@@ -116,7 +116,7 @@ func TestSetHeaderRoundTrip(t *testing.T) {
 		for _, left := range []time.Duration{0, time.Millisecond, 250 * time.Millisecond, 59 * time.Minute, time.Hour} {
 			ctx, cancel := context.WithTimeout(context.Background(), left)
 			h := http.Header{}
-			capbudget.SetHeader(h, ctx)
+			capbudget.SetHeader(ctx, h)
 			cancel()
 			got, err := capbudget.ParseHeader(h.Get(capbudget.Header))
 			if err != nil || got != left {
@@ -250,7 +250,7 @@ func TestMiddlewareOverLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	capbudget.SetHeader(req.Header, ctx)
+	capbudget.SetHeader(ctx, req.Header)
 	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"sync/atomic"
 
 	"github.com/outbound-go/outbound/internal/drain"
@@ -93,4 +94,31 @@ func (b *body) Close() error {
 	}
 	b.p.done()
 	return err
+}
+
+// wrap hands the call's permit to resp's body, or ends the call now when
+// there is nothing to read (HEAD, 204, 304, Content-Length: 0): callers
+// often skip Close there, so the body is closed (HTTP/2 has its own empty
+// body, not http.NoBody) and the permit and the deadline end at once.
+func (b *body) wrap(resp *http.Response) *http.Response {
+	if bodyless(resp) {
+		if resp.Body != nil && resp.Body != http.NoBody {
+			_ = resp.Body.Close()
+		}
+		resp.Body = http.NoBody
+		b.p.done()
+		return resp
+	}
+	b.rc = resp.Body
+	b.length = resp.ContentLength
+	resp.Body = b
+	return resp
+}
+
+// bodyless reports whether resp can have no body to read, whatever the
+// protocol: HTTP/1 gives http.NoBody, HTTP/2 an empty body of its own.
+func bodyless(resp *http.Response) bool {
+	return resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength == 0 ||
+		resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified ||
+		(resp.Request != nil && resp.Request.Method == http.MethodHead)
 }

@@ -102,6 +102,9 @@ func (e *Error) Error() string {
 			cause = strings.TrimPrefix(cause, p)
 		}
 	}
+	if cause == string(e.Op) {
+		cause = "" // "call timeout: call timeout"
+	}
 	// A sentinel that names its stage ("registry closed", "time budget
 	// exhausted") stands alone.
 	stage := e.Err != ErrClosed && e.Err != capbudget.ErrExhausted && e.Err != errReadAfterClose

@@ -214,6 +214,8 @@ func TestIssue10ErrorTextsSayEachThingOnce(t *testing.T) {
 		{&Error{System: "inv", Op: OpBreaker, Err: errProbesBusy}, "outbound inv: breaker: circuit half-open, every probe taken", gobreaker.ErrTooManyRequests},
 		{&Error{System: "inv", Op: OpBudget, Err: capbudget.ErrExhausted}, "outbound inv: time budget exhausted", capbudget.ErrExhausted},
 		{&Error{System: "inv", Op: OpClosed, Err: ErrClosed}, "outbound inv: registry closed", ErrClosed},
+		{&Error{System: "inv", Op: OpCallTimeout, Method: "GET", URL: "http://h/x", Err: capbudget.ErrCallTimeout},
+			`outbound inv: GET "http://h/x": call timeout`, context.DeadlineExceeded},
 		{&Error{System: "inv", Op: OpCallTimeout, Method: "GET", URL: "http://h/x", Attempts: 3, StatusCode: 503,
 			Err: join(errors.New("status 503"), capbudget.ErrCallTimeout)},
 			`outbound inv: GET "http://h/x": call timeout after 3 attempts (last status 503): status 503; call timeout`, capbudget.ErrCallTimeout},

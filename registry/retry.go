@@ -1,33 +1,207 @@
 package registry
 
 import (
-	"math"
-	"math/rand/v2"
+	"context"
+	"fmt"
 	"net/http"
-	"strings"
-	"sync"
 	"time"
+	"unsafe"
 
+	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/drain"
+	"github.com/outbound-go/outbound/internal/policy"
 )
 
-// drainClose drains resp's body within drain's size and time bounds and
-// closes it, so that its connection can go back to the pool before a
-// retry; a body that stalls costs its connection, not the call's time.
-func drainClose(resp *http.Response) {
-	_ = drain.Close(resp.Body, resp.ContentLength, nil)
+// retryTransport is the redirect engine's transport: the retry stage.
+type retryTransport struct{ c *Client }
+
+func (r retryTransport) RoundTrip(req *http.Request) (*http.Response, error) { return r.c.retry(req) }
+
+// retrier is the state of one call's retry stage.
+type retrier struct {
+	c       *Client
+	req     *http.Request // the call's request, under its capped context
+	ctx     context.Context
+	max     int       // attempts allowed
+	start   time.Time // zero without observers
+	lastErr error     // the failure the last retry answered
 }
 
-// retryableStatus reports whether a status is temporary: 408, 429, 500,
-// 502, 503, 504.
-func retryableStatus(code int) bool {
-	switch code {
-	case http.StatusRequestTimeout, http.StatusTooManyRequests,
-		http.StatusInternalServerError, http.StatusBadGateway,
-		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true
+// retry is the retry stage: it sends attempts through the breaker stage
+// until one gives an answer the caller should see, the policy allows no
+// more, or the deadline would pass. Only replayable requests are retried.
+func (c *Client) retry(req *http.Request) (*http.Response, error) {
+	r := retrier{c: c, req: req, ctx: req.Context(), max: 1}
+	if c.cfg.Retries > 0 && replayable(req) {
+		r.max = 1 + c.cfg.Retries
 	}
-	return false
+	if len(c.observers) > 0 {
+		r.start = time.Now()
+	}
+	for n := 1; ; n++ {
+		areq, err := r.request(n)
+		if err != nil {
+			return nil, err
+		}
+		resp, op, err := c.pass(areq, n, n >= r.max)
+		if done, resp, err := r.settle(areq, n, resp, op, err); done {
+			return resp, err
+		}
+		if done, resp, err := r.next(n, resp, op, err); done {
+			return resp, err
+		}
+	}
+}
+
+// request returns attempt n's request: the call's, with its body replayed
+// for a retry and X-Time-Budget set to what is left now, on a copy.
+func (r *retrier) request(n int) (*http.Request, error) {
+	areq := r.req
+	if n > 1 && r.req.GetBody != nil {
+		b, err := r.req.GetBody()
+		if err != nil {
+			return nil, r.c.fail(r.req, OpTransport, n-1, 0, fmt.Errorf("replaying body: %w", err), r.start)
+		}
+		areq = r.req.Clone(r.ctx)
+		areq.Body = b
+	}
+	if _, ok := r.ctx.Deadline(); !ok || r.c.cfg.OmitTimeBudget {
+		return areq, nil
+	}
+	// Set here rather than once in call(): on Do's path http.Client
+	// clones the first request's header for its redirects, and a header
+	// set before it costs that clone two more allocations.
+	if areq == r.req {
+		return withBudget(r.ctx, areq), nil
+	}
+	capbudget.SetHeader(r.ctx, areq.Header) // Clone copied the header map
+	return areq, nil
+}
+
+// settle ends the call on an attempt that needs no retry decision: a
+// breaker refusal, an answer that is not temporary, or an error no retry
+// can cure. done is false for a temporary failure.
+func (r *retrier) settle(areq *http.Request, n int, resp *http.Response, op Op, err error) (done bool, _ *http.Response, _ error) {
+	c := r.c
+	switch {
+	case op == OpBreaker:
+		closeBody(areq)
+		if r.lastErr != nil {
+			// Name the attempts already sent and the failure that
+			// preceded the refusal.
+			err = &Error{System: c.name, Op: OpBreaker, Method: r.req.Method, URL: redactedURL(r.req),
+				Attempts: n - 1, Err: join(err.(*Error).Err, r.lastErr)}
+		}
+		c.stats.breakerRejected.Add(1)
+		return true, nil, c.failWith(r.req, err, n-1, OutcomeBreakerOpen, r.start)
+	case err == nil && !policy.TemporaryStatus(resp.StatusCode):
+		c.stats.ok.Add(1)
+		c.observeCall(r.req, n, resp.StatusCode, nil, OutcomeOK, r.start)
+		return true, resp, nil
+	case err != nil && !retryableOp(op):
+		// The deadline or the caller ended the call, or a retry cannot
+		// help (a bad request, a certificate error).
+		return true, nil, c.fail(r.req, op, n, 0, withCause(err, r.ctx), r.start)
+	}
+	return false, nil, nil
+}
+
+// next decides on a temporary failure (a temporary status in resp, or a
+// retryable err): retry after the policy's wait, or end the call because
+// retries ran out, the wait would pass the deadline, or the retry budget
+// is spent. done is false when the wait passed and the next attempt may go.
+func (r *retrier) next(n int, resp *http.Response, op Op, err error) (done bool, _ *http.Response, _ error) {
+	c := r.c
+	wait, hint, last := r.plan(n, resp)
+	switch {
+	case last && err == nil:
+		// Retries ran out on a status: the caller gets the last
+		// response, body intact, as http.Client would.
+		c.stats.gaveUp.Add(1)
+		c.observeCall(r.req, n, resp.StatusCode, nil, OutcomeGaveUp, r.start)
+		return true, resp, nil
+	case last:
+		return true, nil, c.fail(r.req, op, n, 0, withCause(err, r.ctx), r.start)
+	case r.pastDeadline(wait):
+		return true, nil, r.tooLate(n, resp, op, err, wait, hint)
+	case !c.budget.retry(time.Now()):
+		resp, err := r.budgetSpent(n, resp, op, err)
+		return true, resp, err
+	}
+	status := 0
+	if err == nil {
+		status = resp.StatusCode
+		drainClose(resp)
+		r.lastErr = fmt.Errorf("status %d", status)
+	} else {
+		r.lastErr = err
+	}
+	c.stats.retries.Add(1)
+	if !sleep(r.ctx, wait) {
+		op := classify(r.ctx, r.lastErr)
+		if status != 0 && op != OpCanceled {
+			op = OpStatus
+		}
+		return true, nil, c.fail(r.req, op, n, status, withCause(r.lastErr, r.ctx), r.start)
+	}
+	return false, nil, nil
+}
+
+// plan applies the policy to attempt n's temporary failure: the wait
+// before the next attempt (Retry-After, else backoff with full jitter),
+// the upstream's hint (0: none), and whether no attempt may follow. A
+// hint longer than RETRY_AFTER_MAX makes this attempt the last: the caller
+// gets the response.
+func (r *retrier) plan(n int, resp *http.Response) (wait, hint time.Duration, last bool) {
+	last = n >= r.max
+	if resp != nil {
+		if ra, ok := policy.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			if ra > r.c.cfg.RetryAfterMax {
+				return 0, 0, true
+			}
+			wait, hint = ra, ra
+		}
+	}
+	if !last && wait == 0 {
+		wait = policy.Backoff(r.c.cfg.BackoffBase, r.c.cfg.BackoffMax, n)
+	}
+	return wait, hint, last
+}
+
+// pastDeadline reports whether waiting wait would reach the deadline.
+func (r *retrier) pastDeadline(wait time.Duration) bool {
+	dl, ok := r.ctx.Deadline()
+	return ok && time.Until(dl) <= wait
+}
+
+// tooLate ends a call whose next wait would pass the deadline, with the
+// last failure, the deadline, and the upstream's Retry-After (so that the
+// caller can pass it on).
+func (r *retrier) tooLate(n int, resp *http.Response, op Op, err error, wait, hint time.Duration) error {
+	dl, _ := r.ctx.Deadline()
+	cause := fmt.Errorf("retry in %v would pass the call's deadline (%v left): %w",
+		wait.Round(time.Millisecond), time.Until(dl).Round(time.Millisecond), context.DeadlineExceeded)
+	if err != nil {
+		return r.c.fail(r.req, op, n, 0, join(err, cause), r.start)
+	}
+	drainClose(resp)
+	r.c.stats.gaveUp.Add(1)
+	return r.c.failWith(r.req, &Error{System: r.c.name, Op: OpStatus, Method: r.req.Method, URL: redactedURL(r.req),
+		Attempts: n, StatusCode: resp.StatusCode, RetryAfter: hint, Err: cause}, n, OutcomeGaveUp, r.start)
+}
+
+// budgetSpent ends a call whose retry the retry budget refused: the
+// caller gets the last response, or the last error joined with
+// ErrRetryBudget.
+func (r *retrier) budgetSpent(n int, resp *http.Response, op Op, err error) (*http.Response, error) {
+	c := r.c
+	c.stats.retryBudgetDenied.Add(1)
+	if err == nil {
+		c.observeCall(r.req, n, resp.StatusCode, ErrRetryBudget, OutcomeRetryBudget, r.start)
+		return resp, nil
+	}
+	return nil, c.failWith(r.req, &Error{System: c.name, Op: op, Method: r.req.Method, URL: redactedURL(r.req),
+		Attempts: n, Err: join(err, ErrRetryBudget)}, n, OutcomeRetryBudget, r.start)
 }
 
 // replayable reports whether req may be sent more than once: a safe
@@ -43,101 +217,70 @@ func replayable(req *http.Request) bool {
 	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 }
 
-// backoff returns the wait before retry n (1 for the first retry): full
-// jitter over min(max, base * 2^(n-1)).
-func backoff(base, limit time.Duration, n int) time.Duration {
-	ceil := limit
-	if n-1 < 32 {
-		if d := base << (n - 1); d > 0 && d < limit {
-			ceil = d
-		}
+// retryableOp reports whether an attempt that failed with op may be
+// retried.
+func retryableOp(op Op) bool {
+	switch op {
+	case OpCanceled, OpBudgetTimeout, OpCallTimeout, OpRequest, OpTLS:
+		return false
 	}
-	if ceil <= 0 {
-		return 0
+	return true
+}
+
+// drainClose drains resp's body within drain's size and time bounds and
+// closes it, so that its connection can go back to the pool before a
+// retry; a body that stalls costs its connection, not the call's time.
+func drainClose(resp *http.Response) {
+	_ = drain.Close(resp.Body, resp.ContentLength, nil)
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
 	}
-	return rand.N(ceil + 1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// attemptRequest is an attempt's shallow copy of the call's request,
+// allocated together with its X-Time-Budget value and that value's bytes.
+type attemptRequest struct {
+	req    http.Request
+	budget [1]string
+	digits [20]byte
+}
+
+// withBudget copies req with a copy of its header map (values shared), so
+// that the attempt's headers can be set without touching the caller's
+// request, and sets X-Time-Budget in it with capbudget's formatter. The
+// copy, the value slice and the value's bytes are one allocation (plus
+// the map).
+func withBudget(ctx context.Context, req *http.Request) *http.Request {
+	a := &attemptRequest{req: *req}
+	h := make(http.Header, len(req.Header)+1)
+	for k, v := range req.Header {
+		h[k] = v
+	}
+	v, _ := capbudget.AppendHeaderValue(ctx, a.digits[:0]) // at most 18 bytes: stays in digits
+	// The string points into a, which it keeps alive; digits is never
+	// written again.
+	a.budget[0] = unsafe.String(unsafe.SliceData(v), len(v))
+	h[capbudget.Header] = a.budget[:]
+	a.req.Header = h
+	return &a.req
 }
 
 // ParseRetryAfter parses a Retry-After value, in delay-seconds or as an
-// HTTP-date, relative to now. ok is false for a missing or malformed
-// value; a date in the past gives 0.
+// HTTP-date, relative to now, as the retry stage reads it. ok is false for
+// a missing or malformed value; a date in the past gives 0; any run of
+// digits is valid, a delay too long for a Duration giving the longest one.
 func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if v[0] >= '0' && v[0] <= '9' {
-		// delay-seconds is 1*DIGIT with no upper bound: a value too
-		// large for a Duration is the longest Duration, still a valid
-		// hint (longer than any RETRY_AFTER_MAX).
-		const maxSec = int64(math.MaxInt64 / time.Second)
-		var n int64
-		for i := 0; i < len(v); i++ {
-			if v[i] < '0' || v[i] > '9' {
-				return 0, false
-			}
-			if n = n*10 + int64(v[i]-'0'); n > maxSec {
-				n = maxSec + 1
-			}
-		}
-		if n > maxSec {
-			return math.MaxInt64, true
-		}
-		return time.Duration(n) * time.Second, true
-	}
-	t, err := http.ParseTime(v)
-	if err != nil {
-		return 0, false
-	}
-	if d = t.Sub(now); d < 0 {
-		d = 0
-	}
-	return d, true
-}
-
-// retryBudget limits retries to a fraction of recent calls plus a floor
-// per second, as gRPC's retry throttling does with tokens: each call
-// deposits ratio tokens, each retry takes one, and minPerSec tokens a
-// second are always added. The bucket holds at most max(20, 2*minPerSec)
-// tokens, so a quiet period cannot bank a storm.
-type retryBudget struct {
-	ratio     float64
-	perSec    float64
-	maxTokens float64
-
-	mu     sync.Mutex
-	tokens float64
-	last   time.Time
-}
-
-func newRetryBudget(ratio float64, minPerSec int) *retryBudget {
-	m := max(20, 2*float64(minPerSec))
-	return &retryBudget{ratio: ratio, perSec: float64(minPerSec), maxTokens: m, tokens: m, last: time.Now()}
-}
-
-func (b *retryBudget) refill(now time.Time) {
-	if el := now.Sub(b.last); el > 0 {
-		b.tokens = min(b.maxTokens, b.tokens+el.Seconds()*b.perSec)
-		b.last = now
-	}
-}
-
-// call records one call.
-func (b *retryBudget) call(now time.Time) {
-	b.mu.Lock()
-	b.refill(now)
-	b.tokens = min(b.maxTokens, b.tokens+b.ratio)
-	b.mu.Unlock()
-}
-
-// retry takes a token for one retry, if there is one.
-func (b *retryBudget) retry(now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refill(now)
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
+	return policy.ParseRetryAfter(v, now)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -345,100 +344,6 @@ func TestRetryReusesConnection(t *testing.T) {
 	}
 }
 
-// backoff is full jitter: uniform over [0, min(max, base*2^(n-1))], for
-// every retry a client can make (RETRIES <= 10, so n <= 10).
-func TestBackoffFullJitter(t *testing.T) {
-	for _, tc := range []struct{ base, limit time.Duration }{
-		{100 * time.Millisecond, 2 * time.Second},
-		{5 * time.Millisecond, 20 * time.Millisecond},
-		{time.Second, time.Second},
-		{time.Nanosecond, time.Hour},
-		{time.Hour, 1000 * time.Hour},
-	} {
-		for n := 1; n <= 10; n++ {
-			ceil := tc.limit
-			if f := float64(tc.base) * math.Pow(2, float64(n-1)); f < float64(tc.limit) {
-				ceil = time.Duration(f)
-			}
-			var hi time.Duration
-			for range 500 {
-				d := backoff(tc.base, tc.limit, n)
-				if d < 0 || d > ceil {
-					t.Fatalf("backoff(%v, %v, %d) = %v, want within [0, %v]", tc.base, tc.limit, n, d, ceil)
-				}
-				hi = max(hi, d)
-			}
-			// 500 uniform draws all below half the ceiling: chance 2^-500.
-			if ceil > 1 && hi < ceil/2 {
-				t.Errorf("backoff(%v, %v, %d): 500 draws all <= %v, want spread over [0, %v]", tc.base, tc.limit, n, hi, ceil)
-			}
-		}
-	}
-	if d := backoff(0, 0, 1); d != 0 {
-		t.Errorf("backoff(0, 0, 1) = %v, want 0", d)
-	}
-}
-
-// ParseRetryAfter with go-retryablehttp's cases, on a fake clock
-// (synctest's bubble starts at 2000-01-01 00:00:00 UTC), so HTTP-dates
-// give exact durations.
-func TestParseRetryAfter(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		start := time.Now()
-		if want := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC); !start.Equal(want) {
-			t.Fatalf("synctest clock starts at %v, want %v", start, want)
-		}
-		for _, tc := range []struct {
-			in   string
-			want time.Duration
-			ok   bool
-		}{
-			{"2", 2 * time.Second, true},
-			{"0", 0, true},
-			{" 7 ", 7 * time.Second, true},
-			{"4294967295", 4294967295 * time.Second, true},
-			{"Sat, 01 Jan 2000 00:00:02 GMT", 2 * time.Second, true},              // IMF-fixdate
-			{"Saturday, 01-Jan-00 00:01:00 GMT", time.Minute, true},               // RFC 850
-			{"Sat Jan  1 01:00:00 2000", time.Hour, true},                         // ANSI C asctime
-			{"Fri, 31 Dec 1999 23:59:59 GMT", 0, true},                            // past: 0
-			{"Fri, 31 Dec 1999 23:59:00 GMT", 0, true},                            // past: 0
-			{"Fri, 31 Dec 9999 23:59:59 GMT", time.Duration(math.MaxInt64), true}, // saturates
-			{"", 0, false},
-			{"   ", 0, false},
-			{"-2", 0, false},
-			{"-1", 0, false},
-			{"1.5", 0, false},
-			{"3s", 0, false},
-			{"4294967296", 4294967296 * time.Second, true},               // issue 10 item 3: >= 2^32 is valid
-			{"9223372036", 9223372036 * time.Second, true},               // the longest Duration in whole seconds
-			{"9223372037", time.Duration(math.MaxInt64), true},           // longer: saturates
-			{"99999999999999999999", time.Duration(math.MaxInt64), true}, // saturates, never overflows
-			{"1 2", 0, false},
-			{"12a", 0, false},
-			{"+1", 0, false},
-			{"Fri, 32 Dec 1999 23:59:59 GMT", 0, false},
-			{"badbadbad", 0, false},
-		} {
-			d, ok := ParseRetryAfter(tc.in, time.Now())
-			if d != tc.want || ok != tc.ok {
-				t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", tc.in, d, ok, tc.want, tc.ok)
-			}
-		}
-
-		// The same date means less wait as the clock moves on, and none
-		// once it has passed.
-		const date = "Sat, 01 Jan 2000 00:01:30 GMT"
-		time.Sleep(30 * time.Second)
-		if d, ok := ParseRetryAfter(date, time.Now()); d != time.Minute || !ok {
-			t.Errorf("30s later: ParseRetryAfter(%q) = %v, %v; want 1m0s, true", date, d, ok)
-		}
-		time.Sleep(2 * time.Minute)
-		if d, ok := ParseRetryAfter(date, time.Now()); d != 0 || !ok {
-			t.Errorf("after the date: ParseRetryAfter(%q) = %v, %v; want 0, true", date, d, ok)
-		}
-	})
-}
-
 // sleep waits the full duration unless the context ends first.
 func TestRetrySleep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -454,31 +359,6 @@ func TestRetrySleep(t *testing.T) {
 		}
 		if sleep(ctx, 0) {
 			t.Error("sleep(0) on a done context returned true")
-		}
-	})
-}
-
-func FuzzParseRetryAfter(f *testing.F) {
-	for _, s := range []string{
-		"", "-1", "-2", "0", "2", "3", "1.5", "badbadbad",
-		"Fri, 31 Dec 1999 23:59:59 GMT", "Fri, 31 Dec 1999 23:59:00 GMT", "Fri, 32 Dec 1999 23:59:59 GMT",
-		"Fri, 31 Dec 9999 23:59:59 GMT", "Mon, 01 Jan 20x6 00:00:00 GMT", "Thu, 01 Jan 1970 00:00:00 GMT",
-		"4294967295", "4294967296", "18446744073709551615", "99999999999999999999999999",
-	} {
-		f.Add(s)
-	}
-	now := time.Date(1999, 12, 31, 23, 59, 57, 0, time.UTC)
-	f.Fuzz(func(t *testing.T, v string) {
-		d, ok := ParseRetryAfter(v, now)
-		if d < 0 {
-			t.Fatalf("ParseRetryAfter(%q) = %v, negative", v, d)
-		}
-		if !ok && d != 0 {
-			t.Fatalf("ParseRetryAfter(%q) = %v, false; want 0 when not ok", v, d)
-		}
-		// Any delay-seconds value, however long, is a valid hint.
-		if s := strings.TrimSpace(v); s != "" && strings.Trim(s, "0123456789") == "" && !ok {
-			t.Fatalf("ParseRetryAfter(%q) = %v, false; want a valid delay", v, d)
 		}
 	})
 }

@@ -1,0 +1,90 @@
+// Package policy is the one owner of outbound's retry policy: which
+// statuses are temporary, what the breaker counts as the upstream failing,
+// how Retry-After is read and how long to back off. The registry (retry
+// and breaker stages) and the adapters (StatusError.Temporary, Degradable)
+// derive their behaviour from it, so they cannot disagree. It is internal:
+// the rules are documented in the README, the code is not API.
+package policy
+
+import (
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// TemporaryStatus reports whether a status says "not now" rather than
+// "no": 408, 429, 500, 502, 503 and 504. These, and transport errors, are
+// the failures a retry may cure: the registry retries them, and adapters
+// call them Temporary (a fallback may serve the caller meanwhile). Every
+// other status is an answer the caller gets as is, 501, 505 and other 5xx
+// included: the same request would get the same answer.
+func TemporaryStatus(code int) bool {
+	switch code {
+	case http.StatusRequestTimeout, http.StatusTooManyRequests,
+		http.StatusInternalServerError, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// UpstreamFailure reports whether the breaker counts a status as a failure
+// of the upstream: every temporary status, and every other 5xx (501, 505,
+// 507, ...), which a retry cannot cure but which still says the upstream
+// is failing. 4xx but 408 and 429 are the caller's mistakes: successes.
+func UpstreamFailure(code int) bool {
+	return TemporaryStatus(code) || code >= 500
+}
+
+// ParseRetryAfter parses a Retry-After value, in delay-seconds or as an
+// HTTP-date, relative to now. ok is false for a missing or malformed
+// value; a date in the past gives 0; a delay too long for a Duration gives
+// the longest Duration (still a valid hint, longer than any limit).
+func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if v[0] >= '0' && v[0] <= '9' {
+		// delay-seconds is 1*DIGIT with no upper bound.
+		const maxSec = int64(math.MaxInt64 / time.Second)
+		var n int64
+		for i := 0; i < len(v); i++ {
+			if v[i] < '0' || v[i] > '9' {
+				return 0, false
+			}
+			if n = n*10 + int64(v[i]-'0'); n > maxSec {
+				n = maxSec + 1
+			}
+		}
+		if n > maxSec {
+			return math.MaxInt64, true
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	if d = t.Sub(now); d < 0 {
+		d = 0
+	}
+	return d, true
+}
+
+// Backoff returns the wait before retry n (1 for the first retry): full
+// jitter over min(limit, base * 2^(n-1)).
+func Backoff(base, limit time.Duration, n int) time.Duration {
+	ceil := limit
+	if n-1 < 32 {
+		if d := base << (n - 1); d > 0 && d < limit {
+			ceil = d
+		}
+	}
+	if ceil <= 0 {
+		return 0
+	}
+	return rand.N(ceil + 1)
+}

@@ -1,0 +1,93 @@
+package registry
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/outbound-go/outbound/capbudget"
+)
+
+// send is the transport stage of one attempt: the system's own transport
+// (maybe wrapped for tracing), its error classified by phase (op). avail
+// is the time the attempt had before its deadline (-1: none), which the
+// breaker stage needs to judge a cut attempt fairly.
+func (c *Client) send(req *http.Request) (resp *http.Response, op Op, avail time.Duration, err error) {
+	avail = -1
+	if dl, ok := req.Context().Deadline(); ok {
+		avail = time.Until(dl)
+	}
+	resp, err = c.rt.RoundTrip(req)
+	if err != nil {
+		return nil, classify(req.Context(), err), avail, err
+	}
+	return resp, "", avail, nil
+}
+
+// classify names the phase a transport error comes from. ctx is the
+// call's capped context.
+func classify(ctx context.Context, err error) Op {
+	switch ctx.Err() {
+	case nil:
+	case context.Canceled:
+		return OpCanceled
+	default: // a deadline: ours (CALL_TIMEOUT) or the caller's budget
+		if errors.Is(context.Cause(ctx), capbudget.ErrCallTimeout) {
+			return OpCallTimeout
+		}
+		return OpBudgetTimeout
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		switch {
+		case op.Op == "dial" && op.Timeout():
+			return OpConnectTimeout
+		case op.Op == "dial":
+			return OpConnect
+		case op.Op == "remote error" && op.Err != nil && certAlert(op.Err.Error()):
+			// The server refused the handshake over our certificate or
+			// version: the same certificate gets the same answer.
+			return OpTLS
+		}
+	}
+	var verr *tls.CertificateVerificationError
+	if errors.As(err, &verr) {
+		return OpTLS // we refused the server's certificate
+	}
+	// net/http exports no type for these timeouts and request checks;
+	// match the text it has used for years.
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "TLS handshake timeout"):
+		return OpTLSTimeout
+	case strings.Contains(msg, "timeout awaiting response headers"):
+		return OpReadTimeout
+	case strings.HasPrefix(msg, "net/http: invalid header field"),
+		strings.HasPrefix(msg, "net/http: invalid method"),
+		strings.HasPrefix(msg, "net/http: nil Request"),
+		strings.HasPrefix(msg, "unsupported protocol scheme"),
+		strings.HasPrefix(msg, "http: no Host in request URL"):
+		return OpRequest
+	}
+	return OpTransport
+}
+
+// certAlert reports whether a TLS alert from the server (net/http reports
+// it as a *net.OpError "remote error" wrapping an unexported type, so the
+// text is all there is) is about certificates, versions or access: alerts
+// a retry with the same configuration cannot change. "internal error" and
+// the like stay retryable.
+func certAlert(msg string) bool {
+	for _, a := range []string{"bad certificate", "unsupported certificate", "certificate revoked",
+		"certificate expired", "certificate unknown", "unknown certificate authority", "access denied",
+		"certificate required", "handshake failure", "protocol version", "insufficient security"} {
+		if strings.Contains(msg, a) {
+			return true
+		}
+	}
+	return false
+}
