@@ -2,6 +2,7 @@ package registry
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -10,17 +11,84 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// circuit is the seam of the breaker stage: the state that decides whether
-// an attempt may go and learns from its outcome. The system's own
-// gobreaker implements it today; a fleet-shared state (a breaker whose
-// window and state are merged across pods) can stand in for it without
-// touching the other stages. Execute must run send at most once, and
-// return gobreaker.ErrOpenState or gobreaker.ErrTooManyRequests, unwrapped,
-// when it refuses.
-type circuit interface {
+// Circuit is the seam of the breaker stage: the state that decides whether
+// an attempt may go and learns from its outcome. Each system's own
+// gobreaker implements it; at BREAKER_SCOPE=fleet a breaker shared with
+// the other pods of the service (module github.com/outbound-go/outbound/fleet)
+// stands in for it through [WithFleetCircuit], without touching the other
+// stages.
+//
+// Execute must run send at most once and return what send returned, or
+// refuse with gobreaker.ErrOpenState or gobreaker.ErrTooManyRequests,
+// unwrapped, having run nothing; [Judge] says how to count what send
+// returned. State is read before every call (an open circuit refuses the
+// call before the bulkhead) and by [Client.Status]; Counts by Status. All
+// three are called from any goroutine, concurrently, and must be quick:
+// they are on every call's path. A Circuit that also has a method
+// FleetSync() FleetSync has it shown in Status.
+type Circuit interface {
 	Execute(send func() (*http.Response, error)) (*http.Response, error)
 	State() gobreaker.State
 	Counts() gobreaker.Counts
+}
+
+// Verdict is how the breaker stage counts an attempt.
+type Verdict uint8
+
+// The verdicts of [Judge].
+const (
+	// VerdictExcluded is neither a success nor a failure: the caller
+	// cancelled, the request was bad before any I/O, the caller's budget
+	// left the attempt no fair chance, or the circuit refused it.
+	VerdictExcluded Verdict = iota
+	// VerdictSuccess is any response not counted as a failure.
+	VerdictSuccess
+	// VerdictFailure is a transport error, an attempt timeout or a status
+	// the upstream failed with (408, 429, 5xx).
+	VerdictFailure
+)
+
+// Judge says how the breaker stage counts err, the error that the send
+// function given to [Circuit.Execute] returned (and Execute passes on).
+// The system's own breaker counts with it; a Circuit standing in for it
+// counts with it too, so that both agree. Judge does not allocate.
+func Judge(err error) Verdict {
+	switch {
+	case err == nil:
+		return VerdictSuccess
+	case err == errFailedStatus:
+		return VerdictFailure
+	}
+	// send returns attemptError unwrapped; a type assertion costs no
+	// allocation on every attempt, unlike errors.As.
+	if ae, ok := err.(*attemptError); ok && !ae.excluded {
+		return VerdictFailure
+	}
+	return VerdictExcluded
+}
+
+// WithFleetCircuit installs the breaker of a fleet: wrap is called once
+// per system whose BREAKER_SCOPE is fleet, while the registry is built,
+// with the system's settings and its own (local) breaker, and returns the
+// Circuit the system uses instead; an error fails the build. Systems at
+// scope local keep their own breaker. A registry with a system at scope
+// fleet and no (or a nil) wrap refuses to build. Services do not call it:
+// (*fleet.Fleet).Option returns it.
+func WithFleetCircuit(wrap func(system string, settings config.Client, local Circuit) (Circuit, error)) Option {
+	return optionFunc(func(opts *options) { opts.fleet = wrap })
+}
+
+// fleetCircuit returns the circuit of l, a system at scope fleet, from the
+// fleet option.
+func (o *options) fleetCircuit(l config.Loaded, local Circuit) (Circuit, error) {
+	if o.fleet == nil {
+		return nil, fmt.Errorf("%s_BREAKER_SCOPE=fleet, but the registry has no fleet: build it with the option of github.com/outbound-go/outbound/fleet ((*fleet.Fleet).Option())", l.Prefix)
+	}
+	cb, err := o.fleet(l.Name, l.Client, local)
+	if err == nil && cb == nil {
+		err = errors.New("the fleet gave no breaker")
+	}
+	return cb, err
 }
 
 // pass is the breaker stage of attempt n: the circuit lets it through to
@@ -121,12 +189,7 @@ func newBreaker(name string, c config.Client, onChange func(from, to gobreaker.S
 			}
 		},
 		IsSuccessful: func(err error) bool { return err == nil },
-		IsExcluded: func(err error) bool {
-			// pass returns attemptError unwrapped; a type assertion
-			// costs no allocation on every attempt, unlike errors.As.
-			ae, ok := err.(*attemptError)
-			return ok && ae.excluded
-		},
+		IsExcluded:   func(err error) bool { return err != nil && Judge(err) == VerdictExcluded },
 	})
 }
 

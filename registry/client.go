@@ -23,7 +23,7 @@ type Client struct {
 	transport *http.Transport
 	rt        http.RoundTripper // transport, maybe wrapped for tracing
 	bh        *bulkhead.Bulkhead
-	cb        circuit // the breaker stage's state: the system's gobreaker
+	cb        Circuit // the breaker stage's state: the system's gobreaker, or its fleet's
 	budget    *retryBudget
 	observers []Observer
 	closed    *atomic.Bool // the registry's
@@ -63,6 +63,11 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Co
 		c.rt = o.wrap(l.Name, c.transport)
 	}
 	c.cb = newBreaker(l.Name, l.Client, c.breakerChanged)
+	if l.Client.BreakerScope == "fleet" {
+		if c.cb, err = o.fleetCircuit(l, c.cb); err != nil {
+			return nil, err
+		}
+	}
 	policy := redirectPolicy(l.Client, base)
 	c.redirects = http.Client{Transport: retryTransport{c}, CheckRedirect: policy}
 	c.outer = &http.Client{Transport: pipelineTransport{c}, CheckRedirect: useLastResponse}

@@ -29,6 +29,12 @@
 // breaker counts those, every other 5xx, transport errors and attempt
 // timeouts as failures.
 //
+// At BREAKER_SCOPE=fleet the breaker stage's [Circuit] is the one the
+// fleet option gives ([WithFleetCircuit], from module
+// github.com/outbound-go/outbound/fleet): still decided locally on every
+// attempt, its evidence and state shared with the other pods of the
+// service. The core itself never talks to Redis.
+//
 // Fast failures cost no I/O and no goroutine: a full bulkhead returns an
 // error matching bulkhead.ErrFull, an open breaker one matching
 // [ErrCircuitOpen], a spent caller budget one matching

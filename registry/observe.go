@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/outbound-go/outbound/config"
 )
 
 // Outcome says how an attempt or a call ended.
@@ -89,6 +91,7 @@ type options struct {
 	observers []Observer
 	logger    *slog.Logger
 	wrap      func(system string, rt http.RoundTripper) http.RoundTripper
+	fleet     func(system string, settings config.Client, local Circuit) (Circuit, error)
 }
 
 type optionFunc func(*options)

@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"time"
+
 	"github.com/outbound-go/outbound/config"
 )
 
@@ -34,14 +36,32 @@ type Status struct {
 	BudgetCapped      uint64 `json:"budget_capped"`       // calls whose deadline came from the caller's budget
 	RetryBudgetDenied uint64 `json:"retry_budget_denied"` // retries refused by the retry budget
 
+	// Fleet is the sync state of a breaker shared by a fleet
+	// (BREAKER_SCOPE=fleet); nil at scope local.
+	Fleet *FleetSync `json:"fleet,omitempty"`
+
 	// Config is the effective settings, redacted. It is computed once and
 	// shared by every snapshot: do not modify it.
 	Config []config.Var `json:"config"`
 }
 
+// FleetSync is the sync state of a breaker shared by a fleet: whether the
+// pods share its evidence and state now, or each decides alone (Redis
+// failing, slow or emptied), since when, and the last error.
+type FleetSync struct {
+	Synced    bool      `json:"synced"`
+	Since     time.Time `json:"since"`
+	LastError string    `json:"last_error,omitempty"`
+}
+
 // Status returns a snapshot of the client.
 func (c *Client) Status() Status {
 	n := c.cb.Counts()
+	var fleet *FleetSync
+	if f, ok := c.cb.(interface{ FleetSync() FleetSync }); ok {
+		fs := f.FleetSync()
+		fleet = &fs
+	}
 	return Status{
 		System:  c.name,
 		Breaker: breakerState(c.cb.State()),
@@ -61,6 +81,7 @@ func (c *Client) Status() Status {
 		BudgetRejected:    c.stats.budgetRejected.Load(),
 		BudgetCapped:      c.stats.capped.Load(),
 		RetryBudgetDenied: c.stats.retryBudgetDenied.Load(),
+		Fleet:             fleet,
 		Config:            c.vars(),
 	}
 }
