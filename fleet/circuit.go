@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/outbound-go/outbound/registry"
 )
 
 // circuit is the breaker of one system at scope fleet, standing in for
@@ -19,8 +21,8 @@ type circuit struct {
 	f     *Fleet
 	name  string
 	base  string // key prefix of the system in Redis
-	local localCircuit
-	judge func(error) verdict
+	local registry.Circuit
+	judge func(error) registry.Verdict
 
 	minRequests int
 	ratio       float64
@@ -79,9 +81,9 @@ func (c *circuit) Execute(send func() (*http.Response, error)) (*http.Response, 
 	}
 	resp, err := c.local.Execute(send)
 	switch c.judge(err) {
-	case verdictSuccess:
+	case registry.VerdictSuccess:
 		c.reqs.Add(1)
-	case verdictFailure:
+	case registry.VerdictFailure:
 		c.reqs.Add(1)
 		c.fails.Add(1)
 		if c.local.State() == gobreaker.StateOpen {
@@ -103,9 +105,9 @@ func (c *circuit) probe(v *view, now time.Time, send func() (*http.Response, err
 	}
 	resp, err := send()
 	switch c.judge(err) {
-	case verdictSuccess, verdictFailure:
+	case registry.VerdictSuccess, registry.VerdictFailure:
 		c.mu.Lock()
-		c.results = append(c.results, probeResult{ver: v.ver, ok: c.judge(err) == verdictSuccess})
+		c.results = append(c.results, probeResult{ver: v.ver, ok: c.judge(err) == registry.VerdictSuccess})
 		c.mu.Unlock()
 		c.f.wake()
 	default:
@@ -143,6 +145,12 @@ func (c *circuit) State() gobreaker.State {
 
 // Counts are the local breaker's: this pod's window.
 func (c *circuit) Counts() gobreaker.Counts { return c.local.Counts() }
+
+// FleetSync is the fleet's sync state, for the registry's Status.
+func (c *circuit) FleetSync() registry.FleetSync {
+	s := c.f.Sync()
+	return registry.FleetSync{Synced: s.Synced, Since: s.Since, LastError: s.LastError}
+}
 
 // apply moves the view to version ver when it is newer. It reports
 // whether ver is older than the view: Redis lost what it had.

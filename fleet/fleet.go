@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,10 +13,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
-	"github.com/sony/gobreaker/v2"
 
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/redact"
+	"github.com/outbound-go/outbound/registry"
 )
 
 // Config says where the fleet's Redis is and how often to talk to it.
@@ -266,8 +265,25 @@ func (f *Fleet) Systems() []SystemStatus {
 // errClosed refuses a system added to a closed fleet.
 var errClosed = errors.New("fleet: closed")
 
+// Option installs the fleet in a registry: every system whose
+// BREAKER_SCOPE is fleet gets a breaker shared with the fleet, wrapping its
+// own. One Fleet serves one registry (a system name may join it once). On
+// a nil *Fleet (FromEnv with no Redis URL) the option installs nothing,
+// and a registry with a system at scope fleet refuses to build.
+func (f *Fleet) Option() registry.Option {
+	if f == nil {
+		return registry.WithFleetCircuit(nil)
+	}
+	return registry.WithFleetCircuit(func(system string, c config.Client, local registry.Circuit) (registry.Circuit, error) {
+		return f.add(system, settings{
+			minRequests: c.BreakerMinRequests, ratio: c.BreakerFailureRatio, window: c.BreakerWindow,
+			openTimeout: c.BreakerOpenTimeout, probes: c.BreakerHalfOpenProbes, callTimeout: c.CallTimeout,
+		}, local, registry.Judge)
+	})
+}
+
 // add makes local, the registry's breaker of system, a fleet breaker.
-func (f *Fleet) add(system string, s settings, local localCircuit, judge func(error) verdict) (*circuit, error) {
+func (f *Fleet) add(system string, s settings, local registry.Circuit, judge func(error) registry.Verdict) (*circuit, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -309,19 +325,3 @@ func (f *Fleet) snapshot() []*circuit {
 	sortCircuits(out)
 	return out
 }
-
-// localCircuit is the registry's breaker of a system.
-type localCircuit interface {
-	Execute(send func() (*http.Response, error)) (*http.Response, error)
-	State() gobreaker.State
-	Counts() gobreaker.Counts
-}
-
-// verdict is how a breaker counts an attempt.
-type verdict uint8
-
-const (
-	verdictExcluded verdict = iota
-	verdictSuccess
-	verdictFailure
-)

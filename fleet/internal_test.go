@@ -12,18 +12,19 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/registry"
 )
 
 var errUpstream = errors.New("upstream failed")
 
-func testJudge(err error) verdict {
+func testJudge(err error) registry.Verdict {
 	switch {
 	case err == nil:
-		return verdictSuccess
+		return registry.VerdictSuccess
 	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests), err == errExcludedForTest:
-		return verdictExcluded
+		return registry.VerdictExcluded
 	}
-	return verdictFailure
+	return registry.VerdictFailure
 }
 
 var testSettings = settings{minRequests: 20, ratio: 0.5, window: 30 * time.Second, openTimeout: 2 * time.Second, probes: 2, callTimeout: time.Second}
@@ -91,7 +92,10 @@ func TestEvidenceSpreadThin(t *testing.T) {
 	}
 }
 
-func TestStaleWriterCannotCloseNewerOpen(t *testing.T) {
+// TestIssue13StaleWriter (issue #13, test 4): a writer that missed the
+// change to a newer open (it still believes the old version closed, or
+// half-open) cannot close it, nor write back an older state.
+func TestIssue13StaleWriter(t *testing.T) {
 	srv := redistest.Start(t)
 	f, c := newPod(t, srv, "stale", testSettings)
 	waitFor(t, 2*time.Second, "sync", f.synced.Load)
@@ -189,8 +193,8 @@ func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 	closedAt := pods[0].view.Load().ver // the closed version; its round was ver-1
 	rounds := 0
 	for ver, n := range probes {
-		if ver >= closedAt {
-			continue // closed: ordinary calls
+		if ver == 0 || ver >= closedAt {
+			continue // closed: ordinary calls (v0: before the pod saw the trip)
 		}
 		rounds++
 		if n > s.probes {
