@@ -8,7 +8,15 @@ require (
 	github.com/afex/hystrix-go v0.0.0-20180502004556-fa1af6a1f4f5
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-retryablehttp v0.7.8
-	github.com/outbound-go/outbound v0.0.0
+	github.com/outbound-go/outbound v0.1.0
+	github.com/outbound-go/outbound/fleet v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sony/gobreaker/v2 v2.4.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 )
 
 require (
@@ -23,7 +31,6 @@ require (
 	github.com/kelseyhightower/envconfig v1.4.0 // indirect
 	github.com/leodido/go-urn v1.5.0 // indirect
 	github.com/smartystreets/goconvey v1.8.1 // indirect
-	github.com/sony/gobreaker/v2 v2.4.0
 	golang.org/x/crypto v0.59.0 // indirect
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.50.0 // indirect
@@ -31,4 +38,7 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/outbound-go/outbound => ../
+replace (
+	github.com/outbound-go/outbound => ../
+	github.com/outbound-go/outbound/fleet => ../fleet
+)
