@@ -38,6 +38,7 @@ type circuit struct {
 	reqs, fails atomic.Uint64 // judged attempts since the last flush
 	want        atomic.Bool   // a call was refused for want of a lease
 	restore     atomic.Bool   // Redis holds an older version than view
+	leased      time.Time     // the last lease request (the loop's alone)
 
 	mu       sync.Mutex
 	results  []probeResult // probe outcomes not yet sent

@@ -111,7 +111,6 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 		wakeCh:   make(chan struct{}, 1),
 		circuits: map[string]*circuit{},
 		since:    time.Now(),
-		lastErr:  "not yet in sync",
 	}
 	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()

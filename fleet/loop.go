@@ -84,7 +84,11 @@ func (f *Fleet) step(ctx context.Context, read bool) bool {
 			if propose {
 				run(c, tripScript, applyState, v.ver, c.openTimeout.Milliseconds(), f.channel, c.name)
 			}
-			if v.open && !time.Now().Before(v.until) && c.want.Swap(false) {
+			// A lease is asked for when a call wanted one, at most once
+			// per leaseEvery: refused calls wake the loop, and must not
+			// turn into Redis commands at the call rate.
+			if now := time.Now(); v.open && !now.Before(v.until) && now.Sub(c.leased) >= leaseEvery(f.cfg) && c.want.Swap(false) {
+				c.leased = now
 				run(c, leaseScript, applyLease, c.base, v.ver, c.probes, c.lease.Milliseconds(), f.holder)
 			}
 		}
@@ -176,6 +180,9 @@ func applyLease(c *circuit, r []int64, now time.Time) {
 		}
 	}
 }
+
+// leaseEvery is the least time between two lease requests of a system.
+func leaseEvery(cfg Config) time.Duration { return cfg.FlushInterval / 4 }
 
 func b2i(b bool) int {
 	if b {
