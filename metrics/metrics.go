@@ -61,6 +61,7 @@ type Metrics struct {
 	capacity     *prometheus.Desc
 	bhRejections *prometheus.Desc
 	budgetCapped *prometheus.Desc
+	fleetSynced  *prometheus.Desc
 
 	// systems maps a system's name to its resolved series. It is copied
 	// on write under mu, so the event path reads it without a lock; the
@@ -142,6 +143,8 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 			"Calls refused by the bulkhead: full, or no permit within BULKHEAD_MAX_WAIT.", system, nil),
 		budgetCapped: prometheus.NewDesc("outbound_budget_capped_calls_total",
 			"Calls whose deadline came from the caller's remaining budget rather than CALL_TIMEOUT.", system, nil),
+		fleetSynced: prometheus.NewDesc("outbound_fleet_synced",
+			"1 while a breaker at BREAKER_SCOPE=fleet shares evidence and state with the fleet over Redis, 0 while it decides alone (Redis failing, slow or emptied). Absent at scope local.", system, nil),
 	}
 	empty := map[string]*series{}
 	m.systems.Store(&empty)
@@ -275,6 +278,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.capacity
 	ch <- m.bhRejections
 	ch <- m.budgetCapped
+	ch <- m.fleetSynced
 }
 
 // Collect implements prometheus.Collector. The gauges come from each
@@ -292,6 +296,13 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.capacity, prometheus.GaugeValue, float64(st.Capacity), st.System)
 			ch <- prometheus.MustNewConstMetric(m.bhRejections, prometheus.CounterValue, float64(st.BulkheadRejected), st.System)
 			ch <- prometheus.MustNewConstMetric(m.budgetCapped, prometheus.CounterValue, float64(st.BudgetCapped), st.System)
+			if st.Fleet != nil {
+				synced := 0.0
+				if st.Fleet.Synced {
+					synced = 1
+				}
+				ch <- prometheus.MustNewConstMetric(m.fleetSynced, prometheus.GaugeValue, synced, st.System)
+			}
 		}
 	}
 	// After Status, so a transition it caused is in this scrape.

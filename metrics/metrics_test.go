@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/metrics"
 	"github.com/outbound-go/outbound/registry"
@@ -427,5 +428,41 @@ func TestConcurrentEventsAndScrapes(t *testing.T) {
 	}
 	if total != 400 {
 		t.Errorf("retries: %v, want 400 (every other attempt of 800)", total)
+	}
+}
+
+// degradedCircuit is a fleet's breaker whose Redis is gone.
+type degradedCircuit struct{ registry.Circuit }
+
+func (degradedCircuit) FleetSync() registry.FleetSync {
+	return registry.FleetSync{Synced: false, Since: time.Now(), LastError: "connection refused"}
+}
+
+// TestFleetSynced (issue #13): a system at BREAKER_SCOPE=fleet has an
+// outbound_fleet_synced gauge, from its Status; one at scope local none.
+func TestFleetSynced(t *testing.T) {
+	loaded, err := config.LoadEnv(map[string]string{
+		"OUTBOUND_SYSTEMS": "inv,pay", "INV_BASE_URL": "http://127.0.0.1:1", "PAY_BASE_URL": "http://127.0.0.1:1",
+		"PAY_BREAKER_SCOPE": "fleet", "OUTBOUND_FLEET_REDIS_URL": "redis://127.0.0.1:1", "OUTBOUND_FLEET_NAMESPACE": "test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New(nil)
+	r, err := registry.New(loaded, registry.WithObserver(m),
+		registry.WithFleetCircuit(func(_ string, _ config.Client, local registry.Circuit) (registry.Circuit, error) {
+			return degradedCircuit{local}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := m.Watch(r); err != nil {
+		t.Fatal(err)
+	}
+	want := "# HELP outbound_fleet_synced 1 while a breaker at BREAKER_SCOPE=fleet shares evidence and state with the fleet over Redis, 0 while it decides alone (Redis failing, slow or emptied). Absent at scope local.\n" +
+		"# TYPE outbound_fleet_synced gauge\noutbound_fleet_synced{system=\"pay\"} 0\n"
+	if err := promtest.CollectAndCompare(m, strings.NewReader(want), "outbound_fleet_synced"); err != nil {
+		t.Error(err)
 	}
 }
