@@ -1,0 +1,59 @@
+package statuspage_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/registry"
+	"github.com/outbound-go/outbound/statuspage"
+)
+
+// degraded is a fleet's breaker whose Redis is gone.
+type degraded struct{ registry.Circuit }
+
+func (degraded) FleetSync() registry.FleetSync {
+	return registry.FleetSync{Since: time.Unix(1700000000, 0).UTC(), LastError: "dial tcp: connection refused"}
+}
+
+// Issue 13: status.json shows the fleet sync state of a system at
+// BREAKER_SCOPE=fleet, and none for one at scope local; the page renders
+// it under the breaker's badge.
+func TestStatusJSONFleet(t *testing.T) {
+	loaded, err := config.LoadEnv(map[string]string{
+		"OUTBOUND_SYSTEMS": "inv,pay", "INV_BASE_URL": "http://127.0.0.1:1", "PAY_BASE_URL": "http://127.0.0.1:1",
+		"PAY_BREAKER_SCOPE": "fleet", "OUTBOUND_FLEET_REDIS_URL": "redis://127.0.0.1:1", "OUTBOUND_FLEET_NAMESPACE": "test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := registry.New(loaded, registry.WithFleetCircuit(func(_ string, _ config.Client, local registry.Circuit) (registry.Circuit, error) {
+		return degraded{local}, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	res := serve(t, statuspage.Handler(r, nil), "GET", "/status.json")
+	var snap struct {
+		Systems []struct {
+			System string              `json:"system"`
+			Fleet  *registry.FleetSync `json:"fleet"`
+		} `json:"systems"`
+	}
+	if err := json.Unmarshal(res.Body.Bytes(), &snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Systems) != 2 || snap.Systems[0].Fleet != nil {
+		t.Fatalf("inv (scope local): %+v, want no fleet", snap.Systems)
+	}
+	if f := snap.Systems[1].Fleet; f == nil || f.Synced || f.LastError != "dial tcp: connection refused" {
+		t.Errorf("pay (scope fleet): fleet %+v, want degraded with its error", f)
+	}
+	page := serve(t, statuspage.Handler(r, nil), "GET", "/").Body.String()
+	if !strings.Contains(page, "fleet degraded for") {
+		t.Error("the page does not render the fleet sync state")
+	}
+}
