@@ -90,7 +90,7 @@ func demoSystems(f *fakes) []config.System {
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("demo", "[--duration D] [--workers N] [--plain] [--status-addr ADDR]",
+	fs := newFlagSet("demo", "[--duration D] [--workers N] [--plain] [--status-addr ADDR] [--fleet]",
 		"Starts four fake upstreams on 127.0.0.1 (inventory: healthy; catalog: slow;\n"+
 			"payments: 503 storms and 429s; shipping: never answers), builds a registry\n"+
 			"for them in code, drives a bounded load through it and shows, every second,\n"+
@@ -106,6 +106,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	workers := fs.Int("workers", 16, "concurrent workers, spread over the four systems (0: serve the fakes only)")
 	plain := fs.Bool("plain", false, "append plain lines instead of redrawing the screen")
 	statusAddr := fs.String("status-addr", defaultStatusAddr, "loopback `ADDR` of the live status page (a busy port falls back to a free one); empty: none")
+	fleetMode := fs.Bool("fleet", false, "three pods share the payments breaker over a redis-server the demo starts (needs redis-server on the PATH)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -122,6 +123,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "outbound demo: --status-addr %q: %v\n", *statusAddr, err)
 			return exitUsage
 		}
+	}
+
+	if *fleetMode {
+		return runDemoFleet(ctx, *duration, *statusAddr, stdout, stderr)
 	}
 
 	f, err := startFakes()

@@ -6,6 +6,7 @@ toolchain go1.26.10
 
 require (
 	github.com/outbound-go/outbound v0.1.0
+	github.com/outbound-go/outbound/fleet v0.1.0
 	github.com/outbound-go/outbound/metrics v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/goleak v1.3.0
@@ -24,7 +25,9 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.59.0 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
@@ -34,5 +37,6 @@ require (
 
 replace (
 	github.com/outbound-go/outbound => ../../
+	github.com/outbound-go/outbound/fleet => ../../fleet
 	github.com/outbound-go/outbound/metrics => ../../metrics
 )
