@@ -1,0 +1,103 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/fleet"
+	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/outboundtest"
+	"github.com/outbound-go/outbound/outboundtest/registrytest"
+	"github.com/outbound-go/outbound/registry"
+)
+
+// TestFromEnvWithoutRedis: no OUTBOUND_FLEET_REDIS_URL, no fleet: a nil
+// *Fleet whose Option installs nothing and whose Close does nothing, and a
+// registry with a system at scope fleet refuses to build.
+func TestFromEnvWithoutRedis(t *testing.T) {
+	t.Setenv("OUTBOUND_FLEET_REDIS_URL", "")
+	f, err := fleet.FromEnv(context.Background())
+	if f != nil || err != nil {
+		t.Fatalf("FromEnv = %v, %v; want nil, nil", f, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Errorf("Close of a nil fleet: %v", err)
+	}
+	loaded, err := config.LoadEnv(map[string]string{"PAY_BASE_URL": "http://127.0.0.1:1", "PAY_BREAKER_SCOPE": "fleet",
+		"OUTBOUND_FLEET_REDIS_URL": "redis://127.0.0.1:1", "OUTBOUND_FLEET_NAMESPACE": "t"}, config.System{Name: "pay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := registry.New(loaded, f.Option()); err == nil || !strings.Contains(err.Error(), "PAY_BREAKER_SCOPE=fleet") {
+		if r != nil {
+			r.Close()
+		}
+		t.Errorf("registry with scope fleet and a nil fleet: %v", err)
+	}
+}
+
+// TestNewRefusesBadSettings: New checks its settings with config's rules,
+// and never shows the password.
+func TestNewRefusesBadSettings(t *testing.T) {
+	for _, cfg := range []fleet.Config{
+		{RedisURL: "", Namespace: "a"},
+		{RedisURL: "http://:hunter2@redis:6379", Namespace: "a"},
+		{RedisURL: "redis://:hunter2@redis:6379"},
+	} {
+		f, err := fleet.New(context.Background(), cfg)
+		if err == nil {
+			f.Close()
+			t.Errorf("New(%s): no error", config.Fleet{RedisURL: cfg.RedisURL, Namespace: cfg.Namespace})
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("error shows the password: %v", err)
+		}
+		var cerr *config.Error
+		if cfg.RedisURL != "" && !errors.As(err, &cerr) {
+			t.Errorf("error %v is not a *config.Error", err)
+		}
+	}
+}
+
+// TestStartWithRedisDown: a Redis that does not answer at start is no
+// error: the pod starts local, calls go through, and it syncs once Redis
+// answers.
+func TestStartWithRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Kill()
+	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
+	pods := startPodsNoWait(t, srv, up.URL)
+	p := pods[0]
+	if s := p.fleet.Sync(); s.Synced {
+		t.Fatalf("in sync with Redis down: %+v", s)
+	}
+	if err := get(context.Background(), p.c); err != nil {
+		t.Fatalf("a call with Redis down at start: %v", err)
+	}
+	if st := p.c.Status(); st.Fleet == nil || st.Fleet.Synced || st.Fleet.LastError == "" {
+		t.Errorf("Status().Fleet = %+v, want degraded with the error", st.Fleet)
+	}
+	srv.Restart()
+	d := waitFor(t, 2*time.Second, "in sync once Redis answers", func() bool { return p.fleet.Sync().Synced })
+	t.Logf("in sync %v after Redis started", d)
+}
+
+// startPodsNoWait is one pod at scope fleet, not waiting for sync.
+func startPodsNoWait(t *testing.T, srv *redistest.Server, baseURL string) []*pod {
+	t.Helper()
+	f, err := fleet.New(context.Background(), fleet.Config{RedisURL: srv.URL(), Namespace: "down"})
+	if err != nil {
+		t.Fatalf("New with Redis down: %v, want no error", err)
+	}
+	t.Cleanup(func() { f.Close() })
+	reg := registrytest.New(t, map[string]string{
+		"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": baseURL, "PAYMENTS_BREAKER_SCOPE": "fleet",
+		"OUTBOUND_FLEET_REDIS_URL": srv.URL(), "OUTBOUND_FLEET_NAMESPACE": "down",
+	}, registrytest.With(f.Option()))
+	return []*pod{{reg: reg, fleet: f, c: reg.MustClient("payments")}}
+}
