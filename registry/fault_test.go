@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -379,5 +380,34 @@ func TestFaultDelayCountsAgainstReadTimeout(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// closeTracker is a request body that records its Close.
+type closeTracker struct {
+	io.Reader
+	closed atomic.Bool
+}
+
+func (c *closeTracker) Close() error { c.closed.Store(true); return nil }
+
+// TestFaultAbortClosesTheBody: an aborted attempt closes the request's
+// body, as a transport would, so that a caller streaming it is not left
+// blocked; the upstream sees nothing.
+func TestFaultAbortClosesTheBody(t *testing.T) {
+	t.Parallel()
+	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
+	reg := registrytest.New(t, drillEnv(up, "DRILL_FAULT_ABORT_RATIO", "1"), registrytest.Watch(up))
+	body := &closeTracker{Reader: strings.NewReader("payload")}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "/pay", body)
+	resp, err := reg.MustClient("drill").Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !body.closed.Load() || up.Requests() != 0 {
+		t.Errorf("status %d, body closed %v, upstream saw %d; want 503, true, 0", resp.StatusCode, body.closed.Load(), up.Requests())
 	}
 }

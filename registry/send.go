@@ -39,6 +39,9 @@ func (c *Client) send(req *http.Request) (resp *http.Response, op Op, avail time
 func (c *Client) sendFaulty(req *http.Request, avail time.Duration) (resp *http.Response, op Op, _ time.Duration, err error) {
 	out, resp, op, err, done := c.faults.inject(req)
 	if done {
+		// As a RoundTripper would: the attempt's body is closed, sent
+		// or not.
+		closeBody(req)
 		return resp, op, avail, err
 	}
 	resp, err = c.rt.RoundTrip(out)
