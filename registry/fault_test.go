@@ -251,12 +251,27 @@ func TestDrillAbortAll(t *testing.T) {
 // 1s. A delay counts against READ_TIMEOUT (as a slow upstream's header
 // wait would): each delayed attempt ends at 1s as a read timeout that
 // matches ErrInjected and is retried, and never reaches the upstream.
+// With the baseline breaker (0.5 of 20 attempts) the failures open it, as
+// a real upstream this slow would; with the breaker out of the way the
+// calls show the timeouts and retries alone.
 func TestDrillDelayHalf(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct{ name, minRequests string }{
+		{"baseline breaker", "20"},
+		{"breaker out of the way", "1000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			drillDelay(t, tc.name, tc.minRequests)
+		})
+	}
+}
+
+func drillDelay(t *testing.T, name, minRequests string) {
 	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
 	obs := &drillObserver{}
 	reg := registrytest.New(t, drillEnv(up,
-		"DRILL_FAULT_DELAY", "2s", "DRILL_FAULT_DELAY_RATIO", "0.5",
+		"DRILL_FAULT_DELAY", "2s", "DRILL_FAULT_DELAY_RATIO", "0.5", "DRILL_BREAKER_MIN_REQUESTS", minRequests,
 		"DRILL_CONNECT_TIMEOUT", "200ms", "DRILL_TLS_HANDSHAKE_TIMEOUT", "500ms", "DRILL_READ_TIMEOUT", "1s", "DRILL_CALL_TIMEOUT", "5s"),
 		registrytest.With(registry.WithFaultSeed(5), registry.WithObserver(obs)), registrytest.Watch(up))
 	c := reg.MustClient("drill")
@@ -288,8 +303,8 @@ func TestDrillDelayHalf(t *testing.T) {
 		}
 	}
 	st, f := c.Status(), obs.figures()
-	t.Logf("2s delay on 50%%, READ_TIMEOUT 1s, RETRIES=2, %d concurrent calls: %d ok, %d failed on an (injected) read timeout, %d otherwise; %d attempts (%d sent, %d refused by the breaker), %d injected delays, %d retries, %d retries denied by the budget, upstream saw %d, breaker %s",
-		calls, ok, readTimeouts, other, f.attempts, f.sent, f.breakerOpen, st.InjectedDelays, st.Retries, st.RetryBudgetDenied, up.Requests(), st.Breaker)
+	t.Logf("2s delay on 50%%, READ_TIMEOUT 1s, RETRIES=2, %s, %d concurrent calls: %d ok, %d failed on an (injected) read timeout, %d otherwise; %d attempts (%d sent, %d refused by the breaker), %d injected delays, %d retries, %d retries denied by the budget, upstream saw %d, breaker %s",
+		name, calls, ok, readTimeouts, other, f.attempts, f.sent, f.breakerOpen, st.InjectedDelays, st.Retries, st.RetryBudgetDenied, up.Requests(), st.Breaker)
 
 	if st.InjectedDelays == 0 || ok == 0 {
 		t.Fatalf("%d delays, %d calls ok: the drill did not run", st.InjectedDelays, ok)
