@@ -43,6 +43,13 @@ type Status struct {
 	// Config is the effective settings, redacted. It is computed once and
 	// shared by every snapshot: do not modify it.
 	Config []config.Var `json:"config"`
+
+	// Faults says what fault injection does to this system's attempts
+	// (a drill, OUTBOUND_FAULTS=on): "aborts 10% of attempts with 503".
+	// Empty when none; then the counts below stay 0.
+	Faults         string `json:"faults,omitempty"`
+	InjectedAborts uint64 `json:"injected_aborts,omitempty"` // attempts answered by an injected abort
+	InjectedDelays uint64 `json:"injected_delays,omitempty"` // attempts held by an injected delay
 }
 
 // FleetSync is the sync state of a breaker shared by a fleet: whether the
@@ -83,6 +90,9 @@ func (c *Client) Status() Status {
 		RetryBudgetDenied: c.stats.retryBudgetDenied.Load(),
 		Fleet:             fleet,
 		Config:            c.vars(),
+		Faults:            c.Faults(),
+		InjectedAborts:    c.faults.abortCount(),
+		InjectedDelays:    c.faults.delayCount(),
 	}
 }
 
