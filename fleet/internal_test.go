@@ -240,7 +240,9 @@ func TestDegradedAndResync(t *testing.T) {
 		if _, err := c.Execute(ok); err != nil {
 			t.Errorf("pod %d degraded: %v, want the local breaker's answer (closed)", i, err)
 		}
-		if d := time.Since(start); d > 10*time.Millisecond {
+		// Generous: a call that waited on Redis would wait its 100ms
+		// timeout; this machine may stall a goroutine for a few ms.
+		if d := time.Since(start); d > 50*time.Millisecond {
 			t.Errorf("pod %d: a call took %v with Redis dead", i, d)
 		}
 	}
@@ -265,7 +267,7 @@ func TestDegradedAndResync(t *testing.T) {
 
 	srv.Pause()
 	start := time.Now()
-	if _, err := pods[0].Execute(ok); !errors.Is(err, gobreaker.ErrOpenState) || time.Since(start) > 10*time.Millisecond {
+	if _, err := pods[0].Execute(ok); !errors.Is(err, gobreaker.ErrOpenState) || time.Since(start) > 50*time.Millisecond {
 		t.Errorf("paused Redis: %v after %v, want open at once", err, time.Since(start))
 	}
 	for _, f := range fleets {
