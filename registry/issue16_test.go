@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -263,5 +264,111 @@ func TestIssue16OtherOriginRefused(t *testing.T) {
 	}
 	if other.Requests() != 1 {
 		t.Errorf("the redirect reached the other origin %d times, want 1", other.Requests())
+	}
+}
+
+// sse answers a text/event-stream of n events, one every interval, each
+// flushed; after stallAfter events (0: never) it stalls until the client
+// goes away or the upstream stops.
+func sse(n int, every time.Duration, stallAfter int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		_ = rc.Flush()
+		for i := 1; i <= n; i++ {
+			if i > 1 && !outboundtest.Wait(r, every) {
+				return
+			}
+			_, _ = io.WriteString(w, "data: "+strconv.Itoa(i)+"\n\n")
+			_ = rc.Flush()
+			if i == stallAfter {
+				<-outboundtest.Stopped(r) // the client's close or the stop ends it
+			}
+		}
+	})
+}
+
+// sseEnv is a system whose CALL_TIMEOUT (1.3s) is shorter than the
+// stream sse(40, 50ms, 0) (about 2s).
+func sseEnv(url string) map[string]string {
+	return i16Env(url, "CONNECT_TIMEOUT", "100ms", "TLS_HANDSHAKE_TIMEOUT", "100ms", "READ_TIMEOUT", "200ms", "CALL_TIMEOUT", "1300ms",
+		"RETRIES", "0", "MAX_CONCURRENT", "2")
+}
+
+// Row "streams": a stream (WithStream) outlives CALL_TIMEOUT, holding its
+// permit until the body is closed; before, a 3 s SSE stream was cut at
+// CALL_TIMEOUT. Without WithStream the same stream is still cut.
+func TestIssue16StreamOutlivesCallTimeout(t *testing.T) {
+	t.Parallel()
+	up := outboundtest.NewUpstream(t, sse(40, 50*time.Millisecond, 0))
+	reg := registrytest.New(t, sseEnv(up.URL))
+	c, _ := reg.Client("pay")
+	for name, send := range map[string]func(*http.Request) (*http.Response, error){"Do": c.Do, "HTTPClient": c.HTTPClient().Do} {
+		req, _ := http.NewRequestWithContext(registry.WithStream(i16Ctx(t), time.Second), http.MethodGet, up.URL+"/events", nil)
+		resp, err := send(req)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if st := c.Status(); st.InFlight != 1 {
+			t.Errorf("%s: in flight with the stream open = %d, want 1 (its permit)", name, st.InFlight)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("%s: reading the stream: %v after %d events", name, err, strings.Count(string(b), "data:"))
+		}
+		if got := strings.Count(string(b), "data:"); got != 40 {
+			t.Errorf("%s: %d events, want 40", name, got)
+		}
+		_ = resp.Body.Close()
+	}
+	// Without WithStream, CALL_TIMEOUT cuts the same stream.
+	req, _ := http.NewRequestWithContext(i16Ctx(t), http.MethodGet, up.URL+"/events", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	var e *registry.Error
+	if !errors.As(err, &e) || e.Op != registry.OpCallTimeout {
+		t.Errorf("without WithStream: %v after %d events, want a call timeout", err, strings.Count(string(b), "data:"))
+	}
+}
+
+// A stream that stalls is cut by its idle bound, with OpIdleTimeout, and
+// its permit goes back; the headers still obey READ_TIMEOUT.
+func TestIssue16StreamIdleBound(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.Handle("/stall", sse(40, 10*time.Millisecond, 3))
+	mux.Handle("/slow", outboundtest.SlowHeaders(time.Minute))
+	up := outboundtest.NewUpstream(t, mux)
+	reg := registrytest.New(t, sseEnv(up.URL))
+	c, _ := reg.Client("pay")
+	ctx := registry.WithStream(i16Ctx(t), 150*time.Millisecond)
+
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/stall", nil)
+	resp, err := c.HTTPClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	var e *registry.Error
+	if !errors.As(err, &e) || e.Op != registry.OpIdleTimeout || !e.Timeout() || errors.Is(err, context.Canceled) {
+		t.Fatalf("stalled stream: %v (%#v), want an idle timeout, not a cancellation", err, e)
+	}
+	if got := strings.Count(string(b), "data:"); got != 3 {
+		t.Errorf("%d events before the stall, want 3", got)
+	}
+	t.Logf("stalled stream: %v", err)
+	_ = resp.Body.Close()
+	if st := c.Status(); st.InFlight != 0 {
+		t.Errorf("in flight after the stream's end = %d, want 0 (the permit given back)", st.InFlight)
+	}
+
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, "/slow", nil)
+	if _, err := c.Do(req); !errors.As(err, &e) || e.Op != registry.OpReadTimeout {
+		t.Errorf("slow headers on a stream: %v, want a read timeout", err)
 	}
 }

@@ -44,7 +44,13 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 	}
 	c.budget.call(time.Now())
 
-	b := &body{p: permit{c: c, ctx: ctx, cancel: cancel}}
+	var st *stream
+	if idle, ok := streamIdle(req.Context()); ok {
+		// A stream: its timer (stream.go) stands for CALL_TIMEOUT.
+		cancel()
+		ctx, cancel, st = c.streamCall(req.Context(), idle)
+	}
+	b := &body{p: permit{c: c, ctx: ctx, cancel: cancel, stream: st}}
 	b.p.stop = context.AfterFunc(ctx, b.p.release)
 	resp, err := send(c.prepare(req, ctx))
 	if err != nil {

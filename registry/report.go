@@ -41,6 +41,11 @@ func withCause(err error, ctx context.Context) error {
 	if errors.Is(err, cause) {
 		return err
 	}
+	if _, ok := streamTimeout(ctx); ok && errors.Is(err, context.Canceled) {
+		// A stream's timer cancelled the call, not the caller: the
+		// transport's "context canceled" would say otherwise.
+		return cause
+	}
 	return join(err, cause)
 }
 
