@@ -372,3 +372,22 @@ func TestIssue16StreamIdleBound(t *testing.T) {
 		t.Errorf("slow headers on a stream: %v, want a read timeout", err)
 	}
 }
+
+// Row "deadline overrun": a call cut by the caller's budget is answered,
+// through HTTPClient, like a budget refused up front, so that no SDK
+// retries past the caller's deadline.
+func TestIssue16BudgetTimeoutIsARefusal(t *testing.T) {
+	t.Parallel()
+	up := outboundtest.NewUpstream(t, outboundtest.SlowHeaders(time.Minute))
+	reg := registrytest.New(t, i16Env(up.URL, "RETRIES", "0"))
+	c, _ := reg.Client("pay")
+	ctx, cancel := context.WithTimeout(i16Ctx(t), 300*time.Millisecond)
+	defer cancel()
+	status, h, _, err := i16Send(ctx, t, c.HTTPClient().Do, http.MethodGet, "/", nil)
+	if err != nil || status != 503 || h.Get(registry.RefusedHeader) != registry.RefusedBudgetSpent {
+		t.Fatalf("budget cut through HTTPClient: %d %v %v, want the budget-spent refusal", status, h, err)
+	}
+	if e := registry.Refusal(h); !errors.Is(e, context.DeadlineExceeded) || !errors.Is(e, capbudget.ErrExhausted) {
+		t.Errorf("Refusal = %v, want a spent budget", e)
+	}
+}

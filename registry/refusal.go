@@ -19,8 +19,9 @@ import (
 // backoff: an open breaker that fails in microseconds cost 1.4 s per SDK
 // call, and three refusals counted (issue 16). Every such SDK stops at
 // once on a 503 whose headers say not to retry. So HTTPClient answers a
-// refusal by the breaker, the bulkhead or the budget with that response,
-// made here, with no I/O; [Client.Do] still returns the typed [*Error], and
+// refusal by the breaker, the bulkhead or the budget, and a call cut by the
+// caller's budget (OpBudgetTimeout: stripe-go slept 500 ms past a 300 ms
+// budget before retrying it), with that response, made here; [Client.Do] still returns the typed [*Error], and
 // the observers see the refusal as such (OutcomeBreakerOpen,
 // OutcomeBulkheadFull, OutcomeBudgetSpent), never as a 503.
 
@@ -50,7 +51,10 @@ func refusedReason(e *Error) string {
 		return RefusedBreakerOpen
 	case OpBulkhead:
 		return RefusedBulkheadFull
-	case OpBudget:
+	case OpBudget, OpBudgetTimeout:
+		// Spent before the call, or during it: either way the caller's
+		// deadline is at most the reserve away, and an SDK's retry (whose
+		// sleep may ignore the context) could only overrun it.
 		return RefusedBudgetSpent
 	}
 	return ""
@@ -104,8 +108,10 @@ func (c *Client) refusal(req *http.Request, e *Error, reason string) *http.Respo
 // Refusal returns the error of a call that [Client.HTTPClient] refused and
 // answered with a made-up 503 (see [RefusedHeader]), from that response's
 // header, or nil for any other response. The error is an [*Error] naming
-// the system and the stage, and matches what [Client.Do] would have
-// returned: [ErrCircuitOpen], [bulkhead.ErrFull] or [capbudget.ErrExhausted].
+// the system and the stage, and matches the sentinel of what [Client.Do]
+// would have returned: [ErrCircuitOpen], [bulkhead.ErrFull] or
+// [capbudget.ErrExhausted] (and context.DeadlineExceeded) for a budget
+// spent before or during the call.
 // Use it on the header an SDK keeps in its API error:
 //
 //	var apiErr *openai.Error
