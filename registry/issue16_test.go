@@ -283,7 +283,11 @@ func sse(n int, every time.Duration, stallAfter int) http.Handler {
 			_, _ = io.WriteString(w, "data: "+strconv.Itoa(i)+"\n\n")
 			_ = rc.Flush()
 			if i == stallAfter {
-				<-outboundtest.Stopped(r) // the client's close or the stop ends it
+				select { // until the client goes away or the upstream stops
+				case <-r.Context().Done():
+				case <-outboundtest.Stopped(r):
+				}
+				return
 			}
 		}
 	})
