@@ -44,3 +44,22 @@ func (c *Client) otherOrigin(req *http.Request) error {
 func origin(u *url.URL) string {
 	return config.RedactURL(strings.ToLower(u.Scheme) + "://" + hostPort(u))
 }
+
+// sameOrigin is sameHost without allocating, for the hot path: scheme and
+// host name compared case-insensitively, ports with the scheme's default.
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && portOf(a) == portOf(b)
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	switch {
+	case strings.EqualFold(u.Scheme, "https"):
+		return "443"
+	case strings.EqualFold(u.Scheme, "http"):
+		return "80"
+	}
+	return ""
+}

@@ -70,7 +70,7 @@ func (c *Client) refuse(req *http.Request) error {
 		return &Error{System: c.name, Op: OpClosed, Err: ErrClosed}
 	case req.URL != nil && req.URL.Host == "" && escapesBase(req.URL.Path):
 		return &Error{System: c.name, Op: OpRequest, Method: req.Method, Err: ErrPathEscapesBase}
-	case req.URL != nil && req.URL.Host != "" && !sameHost(req.URL, c.base):
+	case req.URL != nil && req.URL.Host != "" && !sameOrigin(req.URL, c.base):
 		return c.otherOrigin(req)
 	}
 	ctx := req.Context()
