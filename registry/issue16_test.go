@@ -395,3 +395,24 @@ func TestIssue16BudgetTimeoutIsARefusal(t *testing.T) {
 		t.Errorf("Refusal = %v, want a spent budget", e)
 	}
 }
+
+// Before its headers a stream is an ordinary call: CALL_TIMEOUT still
+// bounds its attempts and retries together, with the same error.
+func TestIssue16StreamCallTimeoutBeforeHeaders(t *testing.T) {
+	t.Parallel()
+	up := outboundtest.NewUpstream(t, outboundtest.SlowHeaders(time.Minute))
+	env := sseEnv(up.URL)
+	env["PAY_RETRIES"], env["PAY_BACKOFF_BASE"], env["PAY_BACKOFF_MAX"] = "10", "100ms", "100ms"
+	reg := registrytest.New(t, env)
+	c, _ := reg.Client("pay")
+	req, _ := http.NewRequestWithContext(registry.WithStream(i16Ctx(t), time.Minute), http.MethodGet, "/", nil)
+	_, err := c.Do(req)
+	var e *registry.Error
+	if !errors.As(err, &e) || e.Op != registry.OpCallTimeout || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		t.Fatalf("stream whose headers never come: %v, want a call timeout", err)
+	}
+	if n := up.Requests(); n >= 11 {
+		t.Errorf("%d attempts: CALL_TIMEOUT did not cut the retries", n)
+	}
+	t.Logf("%v (%d requests)", err, up.Requests())
+}
