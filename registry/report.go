@@ -90,8 +90,8 @@ func (c *Client) observeAttempt(req *http.Request, n int, last bool, resp *http.
 	switch {
 	case resp != nil:
 		ev.Status = resp.StatusCode
-		if policy.TemporaryStatus(resp.StatusCode) {
-			ev.Outcome = failed
+		if policy.TemporaryStatus(resp.StatusCode) || policy.RetryStatus(resp.StatusCode, resp.Header) {
+			ev.Outcome = failed // a 409 the server said to retry is retried too
 		}
 	case op == OpBreaker:
 		ev.Outcome = OutcomeBreakerOpen
