@@ -18,6 +18,8 @@ import (
 	"github.com/stripe/stripe-go/v82"
 	"go.uber.org/goleak"
 
+	"github.com/outbound-go/outbound/bulkhead"
+	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/examples/sdk"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/outboundtest/registrytest"
@@ -375,5 +377,64 @@ func TestOpenAIStreamLongerThanCallTimeout(t *testing.T) {
 	_ = stream.Close()
 	if got := s.oaiC.Status().InFlight; got != 0 {
 		t.Errorf("in flight after the streams closed = %d, want 0", got)
+	}
+}
+
+// The other refusals through both SDKs, retries at their defaults: a full
+// bulkhead and a budget spent before the call each end the SDK call with
+// one refusal and no request.
+func TestBulkheadAndBudgetRefusalsThroughSDK(t *testing.T) {
+	t.Parallel()
+	for _, which := range []string{"stripe", "openai"} {
+		t.Run(which, func(t *testing.T) {
+			t.Parallel()
+			hang := outboundtest.NewHang(balanceOK)
+			mux := http.NewServeMux()
+			mux.Handle("/v1/hang", hang)
+			mux.Handle("/", balanceOK)
+			up := outboundtest.NewUpstream(t, mux)
+			s := newSDKs(t, up, true, "MAX_CONCURRENT", "1")
+			c := s.stripeC
+			if which == "openai" {
+				c = s.oaiC
+			}
+			ctx := bounded(t)
+			// One call holds the only permit.
+			held := make(chan error, 1)
+			go func() {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/hang", nil)
+				resp, err := c.Do(req)
+				if err == nil {
+					_ = resp.Body.Close()
+				}
+				held <- err
+			}()
+			if err := hang.WaitFor(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			hits, before := up.Requests(), c.Status()
+			if err := s.call(ctx, which); !errors.Is(sdk.Refusal(err), bulkhead.ErrFull) {
+				t.Errorf("bulkhead full: %v, want the SDK's error carrying bulkhead.ErrFull", err)
+			}
+			hang.Release()
+			if err := <-held; err != nil {
+				t.Fatal(err)
+			}
+			short, cancel := context.WithTimeout(ctx, 50*time.Millisecond) // less than the 100ms reserve
+			defer cancel()
+			if err := s.call(short, which); !errors.Is(sdk.Refusal(err), capbudget.ErrExhausted) {
+				t.Errorf("budget spent: %v, want the SDK's error carrying capbudget.ErrExhausted", err)
+			}
+			after := c.Status()
+			if got := after.BulkheadRejected - before.BulkheadRejected; got != 1 {
+				t.Errorf("%d bulkhead refusals for one SDK call, want 1", got)
+			}
+			if got := after.BudgetRejected - before.BudgetRejected; got != 1 {
+				t.Errorf("%d budget refusals for one SDK call, want 1", got)
+			}
+			if up.Requests() != hits {
+				t.Errorf("the refusals reached the upstream")
+			}
+		})
 	}
 }
