@@ -190,6 +190,30 @@ func BenchmarkRejectBreakerOpen(b *testing.B) {
 	b.ReportMetric(float64(srv.Requests()), "requests")
 }
 
+// BenchmarkRejectBreakerOpenHTTPClient is the same refusal through
+// HTTPClient: the made-up 503 that SDKs do not retry (issue 16), with
+// net/http's client around it.
+func BenchmarkRejectBreakerOpenHTTPClient(b *testing.B) {
+	srv := testutil.NewServer(b, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	_, c := benchRegistry(b, srv.URL, "RETRIES", "0", "BREAKER_MIN_REQUESTS", "1", "BREAKER_OPEN_TIMEOUT", "1h")
+	if resp, err := c.Do(benchRequest(b, srv.URL)); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	hc, req := c.HTTPClient(), benchRequest(b, srv.URL)
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := hc.Do(req)
+		if err != nil || resp.Header.Get(registry.RefusedHeader) != registry.RefusedBreakerOpen {
+			b.Fatalf("got %v, %v; want the refusal", resp, err)
+		}
+		_ = resp.Body.Close()
+	}
+	b.ReportMetric(float64(srv.Requests()), "requests")
+}
+
 // BenchmarkRejectBulkheadFull is a call refused by a full bulkhead: the
 // one permit of MAX_CONCURRENT=1 is held by a response whose body is left
 // open until the end.

@@ -20,6 +20,7 @@ type permit struct {
 	ctx      context.Context // the call's capped context
 	cancel   context.CancelFunc
 	stop     func() bool
+	stream   *stream // nil unless the call is a stream (WithStream)
 	released atomic.Bool
 }
 
@@ -58,6 +59,12 @@ type body struct {
 }
 
 func (b *body) Read(p []byte) (int, error) {
+	if s := b.p.stream; s != nil {
+		// The idle bound counts from the caller's read, and again from
+		// its return: a caller that stops reading is bounded too.
+		s.read()
+		defer s.read()
+	}
 	n, err := b.rc.Read(p)
 	if err != nil && err != io.EOF && b.closed.Load() {
 		// Close (from another goroutine, or before this Read) ended the
@@ -108,6 +115,9 @@ func (b *body) wrap(resp *http.Response) *http.Response {
 		resp.Body = http.NoBody
 		b.p.done()
 		return resp
+	}
+	if b.p.stream != nil {
+		b.p.stream.headers()
 	}
 	b.rc = resp.Body
 	b.length = resp.ContentLength

@@ -106,8 +106,15 @@ func (c *Client) BaseURL() *url.URL { u := *c.base; return &u }
 // follows one, so a library's Jar sees only the last hop. Relative URLs
 // resolve against BASE_URL.
 //
-// Its errors are *url.Error, as any http.Client's, wrapping an [*Error]
-// (errors.As finds it). net/http renders the request's URL in it as the
+// A call refused before anything was sent, by an open breaker, a full
+// bulkhead or a spent budget, is not an error here but a made-up 503 that
+// tells SDKs not to retry (X-Should-Retry and Stripe-Should-Retry: false)
+// and says why in [RefusedHeader]; [Refusal] turns its header back into
+// the [*Error] that Do returns. SDKs retry errors with their own backoff,
+// so an error would turn a fast refusal into seconds (docs/sdk.md).
+//
+// Its other errors are *url.Error, as any http.Client's, wrapping an
+// [*Error] (errors.As finds it). net/http renders the request's URL in it as the
 // caller wrote it (password hidden); every URL the pipeline adds (BASE_URL,
 // redirects) is redacted, so use relative URLs for secret-bearing bases.
 //
@@ -162,7 +169,16 @@ type pipelineTransport struct{ c *Client }
 
 func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := p.c.call(req, p.c.followRedirects)
+	if err == nil {
+		// Only the pipeline may mark a response refused.
+		delete(resp.Header, RefusedHeader)
+		return resp, nil
+	}
 	if e, ok := err.(*Error); ok {
+		if reason := refusedReason(e); reason != "" {
+			// An SDK would retry an error; it stops on this response.
+			return p.c.refusal(req, e, reason), nil
+		}
 		// net/http wraps it in a *url.Error that names the method and
 		// the URL: the *Error need not say them twice. A copy, since the
 		// observers may hold the original.

@@ -27,7 +27,14 @@
 // Retry-After is read and how long backoff waits are stated once, in
 // internal/policy: 408, 429, 500, 502, 503 and 504 are temporary; the
 // breaker counts those, every other 5xx, transport errors and attempt
-// timeouts as failures.
+// timeouts as failures. The server's own word wins over the status:
+// X-Should-Retry or Stripe-Should-Retry "false" is never retried, "true"
+// makes an error status retryable for a replayable request.
+//
+// A system is one origin: a request whose absolute URL is not BASE_URL's
+// scheme, host and port is refused before any I/O ([ErrOtherOrigin]).
+// A call made with [WithStream] bounds its body by an idle time between
+// reads instead of CALL_TIMEOUT.
 //
 // At BREAKER_SCOPE=fleet the breaker stage's [Circuit] is the one the
 // fleet option gives ([WithFleetCircuit], from module
@@ -41,7 +48,9 @@
 // capbudget.ErrExhausted. Each rejection allocates only its own error:
 // no error value is shared between calls. [Client.Do] returns an [*Error]
 // naming the system, the stage and the cause; HTTPClient().Do a *url.Error
-// wrapping one. Both are redacted.
+// wrapping one. Both are redacted. HTTPClient answers these three
+// refusals (and a call cut by the caller's budget) with a made-up 503 that
+// SDKs do not retry instead ([RefusedHeader], [Refusal]).
 //
 // As with http.Client, 4xx and 5xx responses are responses, not errors:
 // when retries run out on a status the caller gets the last response.

@@ -143,7 +143,7 @@ func (e *Error) Is(target error) bool {
 // net.Error does.
 func (e *Error) Timeout() bool {
 	switch e.Op {
-	case OpConnectTimeout, OpTLSTimeout, OpReadTimeout, OpCallTimeout, OpBudgetTimeout:
+	case OpConnectTimeout, OpTLSTimeout, OpReadTimeout, OpCallTimeout, OpBudgetTimeout, OpIdleTimeout:
 		return true
 	}
 	return false

@@ -44,7 +44,13 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 	}
 	c.budget.call(time.Now())
 
-	b := &body{p: permit{c: c, ctx: ctx, cancel: cancel}}
+	var st *stream
+	if idle, ok := streamIdle(req.Context()); ok {
+		// A stream: its timer (stream.go) stands for CALL_TIMEOUT.
+		cancel()
+		ctx, cancel, st = c.streamCall(req.Context(), idle)
+	}
+	b := &body{p: permit{c: c, ctx: ctx, cancel: cancel, stream: st}}
 	b.p.stop = context.AfterFunc(ctx, b.p.release)
 	resp, err := send(c.prepare(req, ctx))
 	if err != nil {
@@ -55,8 +61,8 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 }
 
 // refuse fails a call that cannot run, before the bulkhead: a closed
-// registry, a path that climbs above BASE_URL, a spent budget, an open
-// breaker. It costs no I/O, no goroutine and one allocation (the caller's
+// registry, a path that climbs above BASE_URL, an absolute URL of another
+// origin, a spent budget, an open breaker. It costs no I/O, no goroutine and one allocation (the caller's
 // own error).
 func (c *Client) refuse(req *http.Request) error {
 	switch {
@@ -64,6 +70,8 @@ func (c *Client) refuse(req *http.Request) error {
 		return &Error{System: c.name, Op: OpClosed, Err: ErrClosed}
 	case req.URL != nil && req.URL.Host == "" && escapesBase(req.URL.Path):
 		return &Error{System: c.name, Op: OpRequest, Method: req.Method, Err: ErrPathEscapesBase}
+	case req.URL != nil && req.URL.Host != "" && !sameOrigin(req.URL, c.base):
+		return c.otherOrigin(req)
 	}
 	ctx := req.Context()
 	if err := capbudget.Check(ctx, capbudget.DefaultReserve); err != nil {

@@ -41,6 +41,11 @@ func withCause(err error, ctx context.Context) error {
 	if errors.Is(err, cause) {
 		return err
 	}
+	if _, ok := streamTimeout(ctx); ok && errors.Is(err, context.Canceled) {
+		// A stream's timer cancelled the call, not the caller: the
+		// transport's "context canceled" would say otherwise.
+		return cause
+	}
 	return join(err, cause)
 }
 
@@ -88,8 +93,8 @@ func (c *Client) observeAttempt(req *http.Request, n int, last bool, resp *http.
 	switch {
 	case resp != nil:
 		ev.Status = resp.StatusCode
-		if policy.TemporaryStatus(resp.StatusCode) {
-			ev.Outcome = failed
+		if policy.TemporaryStatus(resp.StatusCode) || policy.RetryStatus(resp.StatusCode, resp.Header) {
+			ev.Outcome = failed // a 409 the server said to retry is retried too
 		}
 	case op == OpBreaker:
 		ev.Outcome = OutcomeBreakerOpen

@@ -94,7 +94,7 @@ func (r *retrier) settle(areq *http.Request, n int, resp *http.Response, op Op, 
 		}
 		c.stats.breakerRejected.Add(1)
 		return true, nil, c.failWith(r.req, err, n-1, OutcomeBreakerOpen, r.start)
-	case err == nil && !policy.TemporaryStatus(resp.StatusCode):
+	case err == nil && !policy.TemporaryStatus(resp.StatusCode) && !policy.RetryStatus(resp.StatusCode, resp.Header):
 		c.stats.ok.Add(1)
 		c.observeCall(r.req, n, resp.StatusCode, nil, OutcomeOK, r.start)
 		return true, resp, nil
@@ -153,7 +153,9 @@ func (r *retrier) next(n int, resp *http.Response, op Op, err error) (done bool,
 // hint longer than RETRY_AFTER_MAX makes this attempt the last: the caller
 // gets the response.
 func (r *retrier) plan(n int, resp *http.Response) (wait, hint time.Duration, last bool) {
-	last = n >= r.max
+	// The server's "do not retry" (X-Should-Retry, Stripe-Should-Retry)
+	// makes this attempt the last.
+	last = n >= r.max || (resp != nil && !policy.RetryStatus(resp.StatusCode, resp.Header))
 	if resp != nil {
 		if ra, ok := policy.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 			if ra > r.c.cfg.RetryAfterMax {

@@ -61,6 +61,9 @@ func classify(ctx context.Context, err error) Op {
 	switch ctx.Err() {
 	case nil:
 	case context.Canceled:
+		if op, ok := streamTimeout(ctx); ok {
+			return op // a stream's timer (stream.go), not the caller
+		}
 		return OpCanceled
 	default: // a deadline: ours (CALL_TIMEOUT) or the caller's budget
 		if errors.Is(context.Cause(ctx), capbudget.ErrCallTimeout) {

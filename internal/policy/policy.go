@@ -30,6 +30,48 @@ func TemporaryStatus(code int) bool {
 	return false
 }
 
+// ServerRetry reads the server's own word on retrying a response, which
+// outbound honours over the status:
+//
+//   - X-Should-Retry (sent by OpenAI's and other Stainless-generated
+//     APIs) or Stripe-Should-Retry "false": the response is the answer, even
+//     a temporary status; no retry (the SDKs do the same). Either header
+//     saying "false" wins over the other saying "true".
+//   - "true": the response may be retried even when its status is not
+//     temporary (Stripe's 409 lock_timeout), but only for a request that is
+//     safe to replay: a safe method or one carrying an Idempotency-Key. A
+//     server cannot make a bare POST replayable.
+//   - absent or any other value: said is false, and the status decides
+//     ([TemporaryStatus]).
+//
+// The breaker does not read these headers: it judges the upstream by the
+// status ([UpstreamFailure]).
+func ServerRetry(h http.Header) (retry, said bool) {
+	for _, k := range [...]string{"X-Should-Retry", "Stripe-Should-Retry"} {
+		switch h.Get(k) {
+		case "false":
+			return false, true
+		case "true":
+			retry, said = true, true
+		}
+	}
+	return retry, said
+}
+
+// RetryStatus reports whether a response may be retried: a temporary
+// status the server did not say "false" on, or an error status (4xx, 5xx)
+// it said "true" on ([ServerRetry]). Whether the request may be replayed
+// at all is the caller's rule, not the response's.
+func RetryStatus(code int, h http.Header) bool {
+	if code < 400 {
+		return false // an answer, whatever the headers say
+	}
+	if retry, said := ServerRetry(h); said {
+		return retry
+	}
+	return TemporaryStatus(code)
+}
+
 // UpstreamFailure reports whether the breaker counts a status as a failure
 // of the upstream: every temporary status, and every other 5xx (501, 505,
 // 507, ...), which a retry cannot cure but which still says the upstream

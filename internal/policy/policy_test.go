@@ -2,6 +2,7 @@ package policy
 
 import (
 	"math"
+	"net/http"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -140,4 +141,47 @@ func FuzzParseRetryAfter(f *testing.F) {
 			t.Fatalf("ParseRetryAfter(%q) = %v, false; want a valid delay", v, d)
 		}
 	})
+}
+
+// The server's "do not retry" (issue 16): X-Should-Retry and
+// Stripe-Should-Retry, "false" winning over "true".
+func TestServerRetry(t *testing.T) {
+	for _, tc := range []struct {
+		h           map[string]string
+		retry, said bool
+	}{
+		{nil, false, false},
+		{map[string]string{"X-Should-Retry": "false"}, false, true},
+		{map[string]string{"x-should-retry": "true"}, true, true},
+		{map[string]string{"Stripe-Should-Retry": "false"}, false, true},
+		{map[string]string{"Stripe-Should-Retry": "true"}, true, true},
+		{map[string]string{"X-Should-Retry": "true", "Stripe-Should-Retry": "false"}, false, true},
+		{map[string]string{"X-Should-Retry": "false", "Stripe-Should-Retry": "true"}, false, true},
+		{map[string]string{"X-Should-Retry": "maybe"}, false, false},
+	} {
+		h := http.Header{}
+		for k, v := range tc.h {
+			h.Set(k, v)
+		}
+		if retry, said := ServerRetry(h); retry != tc.retry || said != tc.said {
+			t.Errorf("ServerRetry(%v) = %v, %v; want %v, %v", tc.h, retry, said, tc.retry, tc.said)
+		}
+	}
+}
+
+func TestRetryStatus(t *testing.T) {
+	no := http.Header{"X-Should-Retry": {"false"}}
+	yes := http.Header{"Stripe-Should-Retry": {"true"}}
+	for _, tc := range []struct {
+		code int
+		h    http.Header
+		want bool
+	}{
+		{503, nil, true}, {503, no, false}, {429, no, false},
+		{409, nil, false}, {409, yes, true}, {200, yes, false}, {302, yes, false},
+	} {
+		if got := RetryStatus(tc.code, tc.h); got != tc.want {
+			t.Errorf("RetryStatus(%d, %v) = %v, want %v", tc.code, tc.h, got, tc.want)
+		}
+	}
 }
