@@ -25,6 +25,7 @@ type Client struct {
 	bh        *bulkhead.Bulkhead
 	cb        circuit // the breaker stage's state: the system's gobreaker
 	budget    *retryBudget
+	hedger    *hedger // nil: the system does not hedge
 	observers []Observer
 	closed    *atomic.Bool // the registry's
 
@@ -36,6 +37,7 @@ type Client struct {
 
 type counters struct {
 	calls, ok, retries, gaveUp, breakerRejected, budgetRejected, retryBudgetDenied, capped atomic.Uint64
+	hedges, hedgesWon                                                                      atomic.Uint64
 }
 
 func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Config) (*Client, error) {
@@ -54,6 +56,7 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Co
 		base:      base,
 		bh:        bh,
 		budget:    newRetryBudget(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),
+		hedger:    newHedger(l.Client),
 		observers: o.observers,
 		closed:    closed,
 	}

@@ -33,6 +33,8 @@ type Status struct {
 	BudgetRejected    uint64 `json:"budget_rejected"`     // calls refused because the caller's budget was spent
 	BudgetCapped      uint64 `json:"budget_capped"`       // calls whose deadline came from the caller's budget
 	RetryBudgetDenied uint64 `json:"retry_budget_denied"` // retries refused by the retry budget
+	HedgesSent        uint64 `json:"hedges_sent"`         // extra copies sent by hedging (HEDGE_DELAY)
+	HedgesWon         uint64 `json:"hedges_won"`          // hedges whose answer the caller got
 
 	// Config is the effective settings, redacted. It is computed once and
 	// shared by every snapshot: do not modify it.
@@ -61,6 +63,8 @@ func (c *Client) Status() Status {
 		BudgetRejected:    c.stats.budgetRejected.Load(),
 		BudgetCapped:      c.stats.capped.Load(),
 		RetryBudgetDenied: c.stats.retryBudgetDenied.Load(),
+		HedgesSent:        c.stats.hedges.Load(),
+		HedgesWon:         c.stats.hedgesWon.Load(),
 		Config:            c.vars(),
 	}
 }
