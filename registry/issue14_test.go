@@ -20,6 +20,7 @@ import (
 
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/outboundtest"
+	"github.com/sony/gobreaker/v2"
 )
 
 // hgClient builds system "hg" against baseURL: a breaker that never
@@ -136,9 +137,10 @@ func hgRun(t *testing.T, c *Client, up *outboundtest.Upstream, n, workers int) h
 // TestIssue14TailLatency is the issue's test 1: 5% of responses take
 // 500ms, the rest 5ms. Without hedging the p99 is the slow path; with a
 // fixed 20ms hedge and with a p95 hedge it comes down to about the delay
-// plus the fast path, for at most 10% more upstream requests.
+// plus the fast path, for at most 10% more upstream requests. It measures
+// latency, so it runs alone: not in parallel with the package's other
+// tests, its cases one after the other.
 func TestIssue14TailLatency(t *testing.T) {
-	t.Parallel()
 	const calls, workers = 2000, 20
 	const fast, slow = 5 * time.Millisecond, 500 * time.Millisecond
 	cases := []struct {
@@ -151,7 +153,6 @@ func TestIssue14TailLatency(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
 			up := outboundtest.NewUpstream(t, hgTail(20, fast, slow))
 			c := hgClient(t, up.URL, map[string]string{"HEDGE_DELAY": tc.delay})
 			s := hgRun(t, c, up, calls, workers)
@@ -215,7 +216,9 @@ func TestIssue14LosersCleanedUp(t *testing.T) {
 	t.Parallel()
 	const calls, workers = 1000, 10
 	up := outboundtest.NewUpstream(t, hgFirstSlow(10))
-	c := hgClient(t, up.URL, map[string]string{"HEDGE_DELAY": "10ms", "RETRY_BUDGET_RATIO": "0.3"})
+	// A budget that never runs dry: a hanging first copy whose hedge the
+	// budget refused would wait READ_TIMEOUT, which is not this test.
+	c := hgClient(t, up.URL, map[string]string{"HEDGE_DELAY": "25ms", "RETRY_BUDGET_RATIO": "1", "RETRY_BUDGET_MIN_PER_SEC": "10000"})
 	s := hgRun(t, c, up, calls, workers)
 	t.Logf("%v; upstream connections %d, max in flight %d", s, up.Conns(), up.MaxInFlight())
 	if s.st.InFlight != 0 {
@@ -315,5 +318,74 @@ func TestIssue14OnlyReplayable(t *testing.T) {
 	want := []string{"attempt 1 hedge 0 won false hedge_lost", "attempt 1 hedge 1 won true ok"}
 	if strings.Join(desc, "; ") != strings.Join(want, "; ") {
 		t.Errorf("attempt events:\n%s\nwant:\n%s", strings.Join(desc, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// halfOpenCircuit lets every attempt through and says it is half-open.
+type halfOpenCircuit struct{}
+
+func (halfOpenCircuit) Execute(send func() (*http.Response, error)) (*http.Response, error) {
+	return send()
+}
+func (halfOpenCircuit) State() gobreaker.State   { return gobreaker.StateHalfOpen }
+func (halfOpenCircuit) Counts() gobreaker.Counts { return gobreaker.Counts{} }
+
+// TestIssue14NoHedgeWithoutPermitOrClosedBreaker: a hedge needs a free
+// bulkhead permit, taken without waiting, and a closed breaker. The first
+// copy of each call answers after 150ms, a copy at once.
+func TestIssue14NoHedgeWithoutPermitOrClosedBreaker(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		env      map[string]string
+		halfOpen bool
+		want     string // the answer: "fast" from a hedge, "slow" from the first copy
+	}{
+		{"closed breaker, free permit", map[string]string{"MAX_CONCURRENT": "2"}, false, "fast"},
+		{"bulkhead full", map[string]string{"MAX_CONCURRENT": "1"}, false, "slow"},
+		{"breaker half-open", map[string]string{"MAX_CONCURRENT": "2"}, true, "slow"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var n atomic.Int64
+			up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) == 1 {
+					if outboundtest.Wait(r, 150*time.Millisecond) {
+						_, _ = io.WriteString(w, "slow")
+					}
+					return
+				}
+				_, _ = io.WriteString(w, "fast")
+			}))
+			env := map[string]string{"HEDGE_DELAY": "10ms"}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			c := hgClient(t, up.URL, env)
+			if tc.halfOpen {
+				c.cb = halfOpenCircuit{}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			st := c.Status()
+			if string(b) != tc.want || st.InFlight != 0 {
+				t.Errorf("answer %q (hedges sent %d), in flight %d; want %q, 0", b, st.HedgesSent, st.InFlight, tc.want)
+			}
+			wantHedges := uint64(0)
+			if tc.want == "fast" {
+				wantHedges = 1
+			}
+			if st.HedgesSent != wantHedges || up.Requests() != int64(1+wantHedges) {
+				t.Errorf("hedges sent %d, upstream requests %d; want %d, %d", st.HedgesSent, up.Requests(), wantHedges, 1+wantHedges)
+			}
+		})
 	}
 }
