@@ -61,6 +61,8 @@ type Metrics struct {
 	capacity     *prometheus.Desc
 	bhRejections *prometheus.Desc
 	budgetCapped *prometheus.Desc
+	hedgesSent   *prometheus.Desc
+	hedgesWon    *prometheus.Desc
 
 	// systems maps a system's name to its resolved series. It is copied
 	// on write under mu, so the event path reads it without a lock; the
@@ -142,6 +144,10 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 			"Calls refused by the bulkhead: full, or no permit within BULKHEAD_MAX_WAIT.", system, nil),
 		budgetCapped: prometheus.NewDesc("outbound_budget_capped_calls_total",
 			"Calls whose deadline came from the caller's remaining budget rather than CALL_TIMEOUT.", system, nil),
+		hedgesSent: prometheus.NewDesc("outbound_hedges_sent_total",
+			"Extra copies of attempts sent by hedging (HEDGE_DELAY).", system, nil),
+		hedgesWon: prometheus.NewDesc("outbound_hedges_won_total",
+			"Hedges whose answer the caller got.", system, nil),
 	}
 	empty := map[string]*series{}
 	m.systems.Store(&empty)
@@ -187,8 +193,8 @@ func (m *Metrics) ObserveAttempt(e registry.AttemptEvent) {
 		return // refused: no I/O, no duration, not a retry sent
 	}
 	s.attemptDur.Observe(e.Duration.Seconds())
-	if e.Attempt > 1 {
-		s.retries.Inc()
+	if e.Attempt > 1 && e.Hedge == 0 {
+		s.retries.Inc() // a hedge is not a retry
 	}
 }
 
@@ -275,6 +281,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.capacity
 	ch <- m.bhRejections
 	ch <- m.budgetCapped
+	ch <- m.hedgesSent
+	ch <- m.hedgesWon
 }
 
 // Collect implements prometheus.Collector. The gauges come from each
@@ -292,6 +300,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.capacity, prometheus.GaugeValue, float64(st.Capacity), st.System)
 			ch <- prometheus.MustNewConstMetric(m.bhRejections, prometheus.CounterValue, float64(st.BulkheadRejected), st.System)
 			ch <- prometheus.MustNewConstMetric(m.budgetCapped, prometheus.CounterValue, float64(st.BudgetCapped), st.System)
+			ch <- prometheus.MustNewConstMetric(m.hedgesSent, prometheus.CounterValue, float64(st.HedgesSent), st.System)
+			ch <- prometheus.MustNewConstMetric(m.hedgesWon, prometheus.CounterValue, float64(st.HedgesWon), st.System)
 		}
 	}
 	// After Status, so a transition it caused is in this scrape.

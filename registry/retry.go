@@ -29,8 +29,9 @@ type retrier struct {
 }
 
 // retry is the retry stage: it sends attempts through the breaker stage
-// until one gives an answer the caller should see, the policy allows no
-// more, or the deadline would pass. Only replayable requests are retried.
+// (through the hedge stage when the system hedges) until one gives an
+// answer the caller should see, the policy allows no more, or the
+// deadline would pass. Only replayable requests are retried or hedged.
 func (c *Client) retry(req *http.Request) (*http.Response, error) {
 	r := retrier{c: c, req: req, ctx: req.Context(), max: 1}
 	if (c.cfg.Retries > 0 || c.hedger != nil) && replayable(req) {
