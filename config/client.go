@@ -97,7 +97,7 @@ type Client struct {
 	// ("p95", "p99"; p50 to p99.9) is kept between HedgeDelayMin and
 	// HedgeDelayMax. Each copy takes a retry-budget token and a bulkhead
 	// permit without waiting, or is not sent.
-	HedgeDelay string `split_words:"true" validate:"hedgedelay" desc:"hedge a replayable attempt that has not answered after this long: 0 (off), a duration or a percentile of recent attempts (p95, p99)"`
+	HedgeDelay string `split_words:"true" validate:"hedgedelay" desc:"send a copy of a replayable attempt that has not answered after this long (hedging)"`
 
 	// HedgeMax is the number of copies at most sent beside one attempt,
 	// one more each HedgeDelay. Baseline 1.
