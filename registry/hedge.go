@@ -17,7 +17,8 @@ type hedgeResult struct {
 	resp *http.Response
 	op   Op
 	err  error
-	t0   time.Time
+	t0   time.Time     // when the copy went
+	took time.Duration // until it ended
 }
 
 // final reports whether the caller should see r as it is: a response
@@ -51,7 +52,7 @@ func (c *Client) hedge(req *http.Request, n int, last bool) (*http.Response, Op,
 		go func() {
 			t0 := time.Now()
 			resp, op, err := c.through(r)
-			results <- hedgeResult{k: k, req: r, resp: resp, op: op, err: err, t0: t0}
+			results <- hedgeResult{k: k, req: r, resp: resp, op: op, err: err, t0: t0, took: time.Since(t0)}
 		}()
 	}
 	launch(0, req)
@@ -122,7 +123,7 @@ func (c *Client) settleHedge(n int, last bool, w, failed *hedgeResult, sent, pen
 		if r.resp != nil {
 			drainClose(r.resp)
 		}
-		c.observeAttempt(r.req, n, last, nil, r.op, r.err, r.t0, hedgeTag{k: r.k, lost: true})
+		c.observeAttempt(r.req, n, last, r.resp, r.op, r.err, r.t0, hedgeTag{k: r.k, lost: true})
 	}
 	c.releaseHedges(sent)
 	won := hedgeTag{k: w.k, won: sent > 0}

@@ -65,9 +65,8 @@ func (h *hedger) record(r *hedgeResult) {
 	if h.percentile == 0 || r.resp == nil {
 		return
 	}
-	d := time.Since(r.t0)
 	h.mu.Lock()
-	h.window[h.n%hedgeWindow] = d
+	h.window[h.n%hedgeWindow] = r.took
 	h.n++
 	if h.n >= hedgeMinSamples && (h.n == hedgeMinSamples || h.n%hedgeRecompute == 0) {
 		h.current.Store(int64(h.percentileLocked()))
