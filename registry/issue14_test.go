@@ -148,15 +148,18 @@ func TestIssue14TailLatency(t *testing.T) {
 	cases := []struct {
 		name, delay string
 		bound       time.Duration // the p99 must be below
+		extra       int           // percent of calls the extra requests may reach
 	}{
-		{"off", "0", 0},
+		{"off", "0", 0, 0},
 		// The bounds leave room for a loaded machine (-race, the suite's
 		// other packages): the figures in the log are the measurement;
 		// the test fails when the slow path is still in the p99. A p95
 		// delay follows the measured fast path, which a loaded machine
 		// slows down.
-		{"fixed 20ms", "20ms", 200 * time.Millisecond},
-		{"p95", "p95", 400 * time.Millisecond},
+		// A p95 of the answers hedges about 5% of the fast calls besides
+		// the 5% slow ones: about 10% by construction (docs/hedging.md).
+		{"fixed 20ms", "20ms", 200 * time.Millisecond, 10},
+		{"p95", "p95", 400 * time.Millisecond, 12},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,8 +176,8 @@ func TestIssue14TailLatency(t *testing.T) {
 			if s.p99 >= tc.bound {
 				t.Errorf("p99 = %v, want < %v (the delay plus the fast path, not the %v slow path)", s.p99, tc.bound, slow)
 			}
-			if s.extra > calls/10 {
-				t.Errorf("%d extra upstream requests, want <= 10%% of %d calls", s.extra, calls)
+			if s.extra > int64(calls*tc.extra/100) {
+				t.Errorf("%d extra upstream requests, want <= %d%% of %d calls", s.extra, tc.extra, calls)
 			}
 			// A hedge cancelled before it reached the upstream is sent
 			// but not seen.
