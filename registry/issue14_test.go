@@ -452,3 +452,65 @@ func TestIssue14PercentileDelay(t *testing.T) {
 		t.Error("HEDGE_DELAY=0 built a hedger")
 	}
 }
+
+// TestIssue14WhoWins: the first answer the caller should see wins. A
+// temporary status from one copy waits for the copies still in flight;
+// HEDGE_MAX copies go out one per delay.
+func TestIssue14WhoWins(t *testing.T) {
+	t.Parallel()
+	hang := func(r *http.Request) bool { return outboundtest.Wait(r, time.Minute) }
+	hedged := make(chan struct{}) // the first case's hedge has reached the upstream
+	cases := []struct {
+		name   string
+		max    string
+		answer func(n int64, w http.ResponseWriter, r *http.Request) // n: the request's rank at the upstream
+		want   string
+		hedges uint64
+	}{
+		{"a 503 waits for the hedge", "1", func(n int64, w http.ResponseWriter, r *http.Request) {
+			if n == 1 { // answers 503 once the hedge has arrived
+				select {
+				case <-hedged:
+					w.WriteHeader(http.StatusServiceUnavailable)
+				case <-r.Context().Done():
+				}
+				return
+			}
+			close(hedged)
+			if outboundtest.Wait(r, 150*time.Millisecond) { // then answers, well after the 503
+				_, _ = io.WriteString(w, "hedge")
+			}
+		}, "200 hedge", 1},
+		{"three hedges, the last answers", "3", func(n int64, w http.ResponseWriter, r *http.Request) {
+			if n < 4 {
+				hang(r)
+				return
+			}
+			_, _ = io.WriteString(w, "copy 4")
+		}, "200 copy 4", 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var n atomic.Int64
+			up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				tc.answer(n.Add(1), w, r)
+			}))
+			c := hgClient(t, up.URL, map[string]string{"HEDGE_DELAY": "20ms", "HEDGE_MAX": tc.max})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			st := c.Status()
+			if got := fmt.Sprintf("%d %s", resp.StatusCode, b); got != tc.want || st.HedgesSent != tc.hedges || st.HedgesWon != 1 || st.InFlight != 0 {
+				t.Errorf("answer %q, hedges sent %d won %d, in flight %d; want %q, %d, 1, 0",
+					got, st.HedgesSent, st.HedgesWon, st.InFlight, tc.want, tc.hedges)
+			}
+		})
+	}
+}
