@@ -66,7 +66,7 @@ func (c *Client) hedge(req *http.Request, n int, last bool) (*http.Response, Op,
 			if sent < h.max && c.mayHedge() {
 				hreq, ok := hedgeRequest(req)
 				if !ok {
-					c.hedgeDone()
+					c.releaseHedges(1)
 					continue
 				}
 				sent++
@@ -148,11 +148,10 @@ func (c *Client) mayHedge() bool {
 	return true
 }
 
-func (c *Client) hedgeDone() { _ = c.bh.Release() }
-
-func (c *Client) releaseHedges(sent int) {
-	for range sent {
-		c.hedgeDone()
+// releaseHedges gives back the bulkhead permits of n hedges.
+func (c *Client) releaseHedges(n int) {
+	for range n {
+		_ = c.bh.Release()
 	}
 }
 
