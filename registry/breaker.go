@@ -36,7 +36,7 @@ func (c *Client) pass(req *http.Request, n int, last bool) (*http.Response, Op, 
 		t0 = time.Now()
 	}
 	resp, op, err := c.through(req)
-	c.observeAttempt(req, n, last, resp, op, err, t0, hedgeTag{})
+	c.observeAttempt(req, n, last, resp, op, err, t0)
 	return resp, op, err
 }
 

@@ -83,11 +83,11 @@ func (c *Client) hedge(req *http.Request, n int, last bool) (*http.Response, Op,
 			}
 			if r.op == OpBreaker && r.k > 0 {
 				// A hedge the breaker refused: no I/O, not the answer.
-				c.observeAttempt(r.req, n, last, nil, r.op, r.err, r.t0, hedgeTag{k: r.k})
+				c.observeCopy(r.req, n, last, nil, r.op, r.err, r.t0, hedgeTag{k: r.k})
 				continue
 			}
 			if lastFail != nil {
-				c.observeAttempt(lastFail.req, n, last, lastFail.resp, lastFail.op, lastFail.err, lastFail.t0, hedgeTag{k: lastFail.k})
+				c.observeCopy(lastFail.req, n, last, lastFail.resp, lastFail.op, lastFail.err, lastFail.t0, hedgeTag{k: lastFail.k})
 				if lastFail.resp != nil {
 					drainClose(lastFail.resp)
 				}
@@ -97,7 +97,7 @@ func (c *Client) hedge(req *http.Request, n int, last bool) (*http.Response, Op,
 	}
 	// Every copy failed: the last failure is the attempt's.
 	c.releaseHedges(sent)
-	c.observeAttempt(lastFail.req, n, last, lastFail.resp, lastFail.op, lastFail.err, lastFail.t0, hedgeTag{k: lastFail.k})
+	c.observeCopy(lastFail.req, n, last, lastFail.resp, lastFail.op, lastFail.err, lastFail.t0, hedgeTag{k: lastFail.k})
 	return lastFail.resp, lastFail.op, lastFail.err
 }
 
@@ -116,21 +116,21 @@ func (c *Client) settleHedge(n int, last bool, w, failed *hedgeResult, sent, pen
 		if failed.resp != nil {
 			drainClose(failed.resp)
 		}
-		c.observeAttempt(failed.req, n, last, failed.resp, failed.op, failed.err, failed.t0, hedgeTag{k: failed.k})
+		c.observeCopy(failed.req, n, last, failed.resp, failed.op, failed.err, failed.t0, hedgeTag{k: failed.k})
 	}
 	for ; pending > 0; pending-- {
 		r := <-results
 		if r.resp != nil {
 			drainClose(r.resp)
 		}
-		c.observeAttempt(r.req, n, last, r.resp, r.op, r.err, r.t0, hedgeTag{k: r.k, lost: true})
+		c.observeCopy(r.req, n, last, r.resp, r.op, r.err, r.t0, hedgeTag{k: r.k, lost: true})
 	}
 	c.releaseHedges(sent)
 	won := hedgeTag{k: w.k, won: sent > 0}
 	if w.k > 0 {
 		c.stats.hedgesWon.Add(1)
 	}
-	c.observeAttempt(w.req, n, last, w.resp, w.op, w.err, w.t0, won)
+	c.observeCopy(w.req, n, last, w.resp, w.op, w.err, w.t0, won)
 	return w.resp, w.op, w.err
 }
 

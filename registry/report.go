@@ -70,10 +70,14 @@ func (c *Client) observeRejected(req *http.Request, out Outcome, err error) {
 	}
 }
 
-// observeAttempt tells the observers how attempt n (copy h.k of a hedged
-// attempt) ended. A failed attempt is a retry unless last says none can
-// follow.
-func (c *Client) observeAttempt(req *http.Request, n int, last bool, resp *http.Response, op Op, err error, t0 time.Time, h hedgeTag) {
+// observeAttempt tells the observers how attempt n ended. A failed
+// attempt is a retry unless last says none can follow.
+func (c *Client) observeAttempt(req *http.Request, n int, last bool, resp *http.Response, op Op, err error, t0 time.Time) {
+	c.observeCopy(req, n, last, resp, op, err, t0, hedgeTag{})
+}
+
+// observeCopy is observeAttempt for copy h.k of a hedged attempt.
+func (c *Client) observeCopy(req *http.Request, n int, last bool, resp *http.Response, op Op, err error, t0 time.Time, h hedgeTag) {
 	if len(c.observers) == 0 {
 		return
 	}
