@@ -83,6 +83,9 @@ func (c *Client) observeCopy(req *http.Request, n int, last bool, resp *http.Res
 	}
 	ev := AttemptEvent{System: c.name, Method: req.Method, Host: req.URL.Host, Path: pathOf(req),
 		Attempt: n, Hedge: h.k, Won: h.won, Err: err, Duration: time.Since(t0), Outcome: OutcomeOK}
+	if c.faults != nil {
+		ev.Injected = injected(resp, err)
+	}
 	failed := OutcomeRetry
 	if last {
 		failed = OutcomeGaveUp
