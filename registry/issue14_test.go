@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -513,4 +514,48 @@ func TestIssue14WhoWins(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIssue14LogRecords: the attempt records of a hedged attempt say
+// which copy each was and which won.
+func TestIssue14LogRecords(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 && !outboundtest.Wait(r, time.Minute) { // the first copy hangs
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&lockedWriter{mu: &mu, w: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c := hgClient(t, up.URL, map[string]string{"HEDGE_DELAY": "10ms"}, WithLogger(logger))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	out := buf.String()
+	for _, want := range []string{`"attempt":1,"hedge":0,"won":false,"status":0,`, `"outcome":"hedge_lost"`, `"attempt":1,"hedge":1,"won":true,"status":200,`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
