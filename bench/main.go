@@ -4,6 +4,8 @@
 //
 //	cd bench && go run .
 //
+// (go run . -hedge runs the hedging comparison of hedge.go instead.)
+//
 // Every client sends GET requests to the same loopback server (a 64-byte
 // body), reads the whole body and closes it, from exactly N worker
 // goroutines (N = 1, 16, 64 calls in flight). Rounds are interleaved
@@ -75,7 +77,15 @@ func main() {
 	duration := flag.Duration("duration", 500*time.Millisecond, "measured duration of one round")
 	inflight := flag.String("inflight", "1,16,64", "comma-separated numbers of calls in flight")
 	only := flag.String("clients", "", "comma-separated subset of clients to run (default: all)")
+	hedge := flag.Bool("hedge", false, "run the hedging comparison on a slow tail instead (hedge.go)")
 	flag.Parse()
+	if *hedge {
+		if err := runHedge(2000, 20); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	levels, err := parseLevels(*inflight)
 	if err != nil || *rounds < 1 || *duration <= 0 {

@@ -17,10 +17,10 @@ import (
 // names NAME after the field (split_words: ConnectTimeout reads
 // CONNECT_TIMEOUT; an envconfig tag where an acronym would split wrongly).
 // Its rules are stated once, in its validate tag (validator/v10 syntax,
-// plus the custom tags baseurl, callbudget, fleetredis and httpsbase; see
-// rules.go), and its TLS file kind in its file tag: validation, problem messages,
-// `outbound env`, the generated ConfigMap and the README's table are all
-// derived from them. The baseline of each field is in [Baseline].
+// plus the custom tags baseurl, callbudget, fleetredis, hedgedelay and
+// httpsbase; see rules.go), and its TLS file kind in its file tag:
+// validation, problem messages, `outbound env`, the generated ConfigMap
+// and the README's table are all derived from them. The baseline of each field is in [Baseline].
 type Client struct {
 	// BaseURL is the absolute http or https URL that relative request URLs
 	// resolve against. Required; userinfo and token-like query parameters
@@ -88,6 +88,29 @@ type Client struct {
 	// RetryBudgetMinPerSec is the floor of retries per second always
 	// allowed by the retry budget. Baseline 10.
 	RetryBudgetMinPerSec int `split_words:"true" validate:"min=0,max=10000" desc:"retries per second always allowed by the retry budget"`
+
+	// HedgeDelay turns hedging on: once an attempt of a request that is
+	// safe to send twice has waited this long without an answer, a copy is
+	// sent on another connection and the first answer the caller should
+	// see wins. "0" (the baseline) is off; a duration ("20ms") must be
+	// below ReadTimeout; a percentile of the system's recent attempts
+	// ("p95", "p99"; p50 to p99.9) is kept between HedgeDelayMin and
+	// HedgeDelayMax. Each copy takes a retry-budget token and a bulkhead
+	// permit without waiting, or is not sent.
+	HedgeDelay string `split_words:"true" validate:"hedgedelay" desc:"send a copy of a replayable attempt that has not answered after this long (hedging)"`
+
+	// HedgeMax is the number of copies at most sent beside one attempt,
+	// one more each HedgeDelay. Baseline 1.
+	HedgeMax int `split_words:"true" validate:"min=1,max=3" desc:"extra copies of one attempt at most (hedging)"`
+
+	// HedgeDelayMin is the floor of a percentile HedgeDelay, so a run of
+	// fast answers cannot make it zero. Baseline 5ms.
+	HedgeDelayMin time.Duration `split_words:"true" validate:"gt=0,ltefield=HedgeDelayMax" desc:"floor of a percentile HEDGE_DELAY"`
+
+	// HedgeDelayMax is the ceiling of a percentile HedgeDelay (also its
+	// value until 20 attempts have answered), so an outage cannot make it
+	// huge; ReadTimeout caps it too. Baseline 1s.
+	HedgeDelayMax time.Duration `split_words:"true" validate:"gt=0" desc:"ceiling of a percentile HEDGE_DELAY, and its value on a cold start"`
 
 	// BreakerFailureRatio opens the breaker when this fraction of the
 	// attempts in the window failed. Baseline 0.5.
@@ -191,6 +214,10 @@ func Baseline() Client {
 		RetryAfterMax:         10 * time.Second,
 		RetryBudgetRatio:      0.2,
 		RetryBudgetMinPerSec:  10,
+		HedgeDelay:            "0",
+		HedgeMax:              1,
+		HedgeDelayMin:         5 * time.Millisecond,
+		HedgeDelayMax:         time.Second,
 		BreakerFailureRatio:   0.5,
 		BreakerMinRequests:    20,
 		BreakerWindow:         30 * time.Second,

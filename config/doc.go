@@ -34,7 +34,7 @@
 //
 // Each rule of a setting is written once, in the validate tag of its
 // [Client] field (validator/v10's tags, cross-field ones included, and the
-// custom tags baseurl, callbudget, fleetredis and httpsbase); the message a problem
+// custom tags baseurl, callbudget, fleetredis, hedgedelay and httpsbase); the message a problem
 // shows, the reference of [Reference] (`outbound env`, its ConfigMap and
 // the README's table) are derived from it. A rule between two settings is
 // reported on the one the operator set (env over code over baseline),

@@ -87,6 +87,9 @@ func (l Loaded) Summary() string {
 	kv("breaker", strconv.FormatFloat(c.BreakerFailureRatio, 'g', -1, 64)+"/"+strconv.Itoa(c.BreakerMinRequests)+
 		" in "+formatDuration(c.BreakerWindow)+" open "+formatDuration(c.BreakerOpenTimeout))
 	kv("redirects", c.FollowRedirects)
+	if c.HedgeDelay != "0" {
+		kv("hedge", c.HedgeDelay+" x"+strconv.Itoa(c.HedgeMax))
+	}
 	if c.TLSCertFile != "" {
 		kv("mtls", "on")
 	}

@@ -19,7 +19,7 @@ import (
 // [Client] field: validator/v10's own tags (gt, lte, min, max, oneof,
 // ltfield, ltefield, required_with, excluded_without, ...) where they say
 // it, and four custom field tags where they do not (baseurl, callbudget,
-// fleetredis, httpsbase). Everything else is derived from that tag through ruleTags:
+// fleetredis, hedgedelay, httpsbase). Everything else is derived from that tag through ruleTags:
 // the check (validator), the message a problem shows (fail), the text of
 // the reference that `outbound env`, the ConfigMap and the README's table
 // print (doc), and which variable a cross-field problem is reported on
@@ -98,6 +98,13 @@ var ruleTags = map[string]ruleTag{
 		others: func(string) []string { return []string{"ConnectTimeout", "ReadTimeout"} },
 		blame:  blameCallBudget,
 	},
+	"hedgedelay": {
+		doc: func(*field, string) string {
+			return "0 (off), a duration < READ_TIMEOUT, or a percentile p50..p99.9 (p95)"
+		},
+		fail:   func(_ *field, _ string, l *Loaded) string { return hedgeDelayProblem(l.Client) },
+		others: func(string) []string { return []string{"ReadTimeout"} },
+	},
 }
 
 // validate is the one validator of every Load, built on first use; a
@@ -114,6 +121,9 @@ var validate = sync.OnceValue(func() *validator.Validate {
 		"callbudget": func(fl validator.FieldLevel) bool {
 			c := fl.Parent().Interface().(Client)
 			return c.CallTimeout >= c.ConnectTimeout+c.ReadTimeout+time.Second
+		},
+		"hedgedelay": func(fl validator.FieldLevel) bool {
+			return hedgeDelayProblem(fl.Parent().Interface().(Client)) == ""
 		},
 	}
 	for tag, fn := range custom {

@@ -12,7 +12,7 @@
 // Metrics, all labelled by system:
 //
 //	outbound_calls_total{system,outcome}              counter   calls, by how they ended (ok, gave_up, breaker_open, bulkhead_full, budget_spent, retry_budget_spent, canceled)
-//	outbound_attempts_total{system,outcome}           counter   attempts, by how they ended (ok, retry, gave_up = failed and last, breaker_open = refused, canceled)
+//	outbound_attempts_total{system,outcome}           counter   attempts, by how they ended (ok, retry, gave_up = failed and last, breaker_open = refused, canceled, hedge_lost)
 //	outbound_retries_total{system}                    counter   retries sent to the upstream (attempts after the first)
 //	outbound_call_duration_seconds{system}            histogram calls that sent at least one attempt, entry to response headers
 //	outbound_attempt_duration_seconds{system}         histogram attempts sent to the transport
@@ -22,6 +22,8 @@
 //	outbound_bulkhead_capacity{system}                gauge     MAX_CONCURRENT                          (Watch)
 //	outbound_bulkhead_rejections_total{system}        counter   calls refused by the bulkhead           (Watch)
 //	outbound_budget_capped_calls_total{system}        counter   calls whose deadline came from the caller's budget (Watch)
+//	outbound_hedges_sent_total{system}                counter   extra copies sent by hedging            (Watch)
+//	outbound_hedges_won_total{system}                 counter   hedges whose answer the caller got      (Watch)
 //
 // The series of every watched system exist from the start, at zero, so
 // rate() and absent() work before the first failure.

@@ -63,6 +63,8 @@ type Metrics struct {
 	bhRejections *prometheus.Desc
 	budgetCapped *prometheus.Desc
 	fleetSynced  *prometheus.Desc
+	hedgesSent   *prometheus.Desc
+	hedgesWon    *prometheus.Desc
 
 	// systems maps a system's name to its resolved series. It is copied
 	// on write under mu, so the event path reads it without a lock; the
@@ -151,6 +153,10 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 			"Calls whose deadline came from the caller's remaining budget rather than CALL_TIMEOUT.", system, nil),
 		fleetSynced: prometheus.NewDesc("outbound_fleet_synced",
 			"1 while a breaker at BREAKER_SCOPE=fleet shares evidence and state with the fleet over Redis, 0 while it decides alone (Redis failing, slow or emptied). Absent at scope local.", system, nil),
+		hedgesSent: prometheus.NewDesc("outbound_hedges_sent_total",
+			"Extra copies of attempts sent by hedging (HEDGE_DELAY).", system, nil),
+		hedgesWon: prometheus.NewDesc("outbound_hedges_won_total",
+			"Hedges whose answer the caller got.", system, nil),
 	}
 	empty := map[string]*series{}
 	m.systems.Store(&empty)
@@ -202,8 +208,8 @@ func (m *Metrics) ObserveAttempt(e registry.AttemptEvent) {
 		return // refused: no I/O, no duration, not a retry sent
 	}
 	s.attemptDur.Observe(e.Duration.Seconds())
-	if e.Attempt > 1 {
-		s.retries.Inc()
+	if e.Attempt > 1 && e.Hedge == 0 {
+		s.retries.Inc() // a hedge is not a retry
 	}
 }
 
@@ -292,6 +298,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.bhRejections
 	ch <- m.budgetCapped
 	ch <- m.fleetSynced
+	ch <- m.hedgesSent
+	ch <- m.hedgesWon
 }
 
 // Collect implements prometheus.Collector. The gauges come from each
@@ -316,6 +324,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 				}
 				ch <- prometheus.MustNewConstMetric(m.fleetSynced, prometheus.GaugeValue, synced, st.System)
 			}
+			ch <- prometheus.MustNewConstMetric(m.hedgesSent, prometheus.CounterValue, float64(st.HedgesSent), st.System)
+			ch <- prometheus.MustNewConstMetric(m.hedgesWon, prometheus.CounterValue, float64(st.HedgesWon), st.System)
 		}
 	}
 	// After Status, so a transition it caused is in this scrape.

@@ -103,6 +103,14 @@ func (c *Client) pass(req *http.Request, n int, last bool) (*http.Response, Op, 
 	if len(c.observers) > 0 {
 		t0 = time.Now()
 	}
+	resp, op, err := c.through(req)
+	c.observeAttempt(req, n, last, resp, op, err, t0)
+	return resp, op, err
+}
+
+// through is pass without the observers: the hedge stage tells them
+// once it knows which copy won.
+func (c *Client) through(req *http.Request) (*http.Response, Op, error) {
 	resp, err := c.cb.Execute(func() (*http.Response, error) {
 		resp, op, avail, err := c.send(req)
 		switch {
@@ -129,7 +137,6 @@ func (c *Client) pass(req *http.Request, n int, last bool) (*http.Response, Op, 
 			op, err = ae.op, ae.err
 		}
 	}
-	c.observeAttempt(req, n, last, resp, op, err, t0)
 	return resp, op, err
 }
 

@@ -25,6 +25,7 @@ type Client struct {
 	bh        *bulkhead.Bulkhead
 	cb        Circuit // the breaker stage's state: the system's gobreaker, or its fleet's
 	budget    *retryBudget
+	hedger    *hedger // nil: the system does not hedge
 	observers []Observer
 	closed    *atomic.Bool // the registry's
 	faults    *faults      // drills only (OUTBOUND_FAULTS=on); nil: none
@@ -37,6 +38,7 @@ type Client struct {
 
 type counters struct {
 	calls, ok, retries, gaveUp, breakerRejected, budgetRejected, retryBudgetDenied, capped atomic.Uint64
+	hedges, hedgesWon                                                                      atomic.Uint64
 }
 
 func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Config) (*Client, error) {
@@ -55,6 +57,7 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Co
 		base:      base,
 		bh:        bh,
 		budget:    newRetryBudget(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),
+		hedger:    newHedger(l.Client),
 		observers: o.observers,
 		closed:    closed,
 	}

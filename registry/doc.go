@@ -12,8 +12,9 @@
 //	  └─ bulkhead   MAX_CONCURRENT permits    admit
 //	      └─ budget   min(CALL_TIMEOUT, ...)  capCall
 //	          └─ retry   backoff, Retry-After  retry          retry.go
-//	              └─ breaker   per attempt     pass           breaker.go
-//	                  └─ transport             send           send.go
+//	              └─ hedge   (HEDGE_DELAY)     hedge          hedge.go
+//	                  └─ breaker   per copy    pass, through  breaker.go
+//	                      └─ transport         send           send.go
 //
 // The bulkhead permit is held until the body is closed (body.go). The
 // budget's deadline is min(CALL_TIMEOUT, the caller's remaining budget
@@ -22,6 +23,13 @@
 // Retry-After, within a retry budget. An open breaker fails fast, with no
 // I/O. The transport has the system's connect, TLS and response-header
 // timeouts and its own pool.
+//
+// Hedging is off by default. With HEDGE_DELAY set, an attempt of a
+// request that may be retried which has not answered after the delay gets
+// a copy (HEDGE_MAX at most, one per delay), each paid with a retry-budget
+// token and a bulkhead permit taken without waiting, only while the
+// breaker is closed; the first answer the caller should see wins and the
+// other copies are cancelled before the attempt returns.
 //
 // Which statuses are temporary (retried), what the breaker counts, how
 // Retry-After is read and how long backoff waits are stated once, in

@@ -38,6 +38,10 @@ func (o *logObserver) ObserveAttempt(e AttemptEvent) {
 		return
 	}
 	durMS := float64(e.Duration.Microseconds()) / 1000
+	if e.Hedge > 0 || e.Won || e.Outcome == OutcomeHedgeLost {
+		o.logHedged(ctx, level, e, durMS)
+		return
+	}
 	if e.Injected {
 		o.logInjected(ctx, level, e, durMS)
 		return
@@ -56,6 +60,22 @@ func (o *logObserver) ObserveAttempt(e AttemptEvent) {
 		slog.Int("attempt", e.Attempt), slog.Int("status", e.Status),
 		slog.Float64("duration_ms", durMS), slog.String("outcome", e.Outcome.String()),
 		slog.String("error", e.Err.Error()))
+}
+
+// logHedged logs a copy of a hedged attempt: which copy it was (hedge 0
+// is the first) and whether its answer went to the caller (won).
+func (o *logObserver) logHedged(ctx context.Context, level slog.Level, e AttemptEvent, durMS float64) {
+	attrs := []slog.Attr{slog.String("system", e.System), slog.String("method", e.Method),
+		slog.String("host", e.Host), slog.String("path", e.Path),
+		slog.Int("attempt", e.Attempt), slog.Int("hedge", e.Hedge), slog.Bool("won", e.Won),
+		slog.Int("status", e.Status), slog.Float64("duration_ms", durMS), slog.String("outcome", e.Outcome.String())}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("error", e.Err.Error()))
+	}
+	if e.Injected {
+		attrs = append(attrs, slog.Bool("injected", true))
+	}
+	o.l.LogAttrs(ctx, level, logMsgAttempt, attrs...)
 }
 
 // logInjected logs an attempt fault injection aborted or delayed (a

@@ -22,9 +22,10 @@ const (
 	OutcomeBudgetSpent                 // the caller's budget was spent before any I/O
 	OutcomeRetryBudget                 // a retry was denied by the retry budget
 	OutcomeCanceled                    // the caller cancelled
+	OutcomeHedgeLost                   // attempt cancelled: another copy of it (hedging) answered first
 )
 
-var outcomeNames = [...]string{"ok", "retry", "gave_up", "breaker_open", "bulkhead_full", "budget_spent", "retry_budget_spent", "canceled"}
+var outcomeNames = [...]string{"ok", "retry", "gave_up", "breaker_open", "bulkhead_full", "budget_spent", "retry_budget_spent", "canceled", "hedge_lost"}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
@@ -41,6 +42,8 @@ type AttemptEvent struct {
 	Host     string
 	Path     string // the route set with WithRoute, else the raw request path
 	Attempt  int    // 1 for the first attempt
+	Hedge    int    // 0, or k for the k-th copy of the attempt sent by hedging (HEDGE_DELAY)
+	Won      bool   // this copy's answer went to the caller, in a race of several copies
 	Status   int    // 0 when there was no response
 	Err      error  // nil when there was a response
 	Duration time.Duration

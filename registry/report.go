@@ -78,11 +78,16 @@ func (c *Client) observeRejected(req *http.Request, out Outcome, err error) {
 // observeAttempt tells the observers how attempt n ended. A failed
 // attempt is a retry unless last says none can follow.
 func (c *Client) observeAttempt(req *http.Request, n int, last bool, resp *http.Response, op Op, err error, t0 time.Time) {
+	c.observeCopy(req, n, last, resp, op, err, t0, hedgeTag{})
+}
+
+// observeCopy is observeAttempt for copy h.k of a hedged attempt.
+func (c *Client) observeCopy(req *http.Request, n int, last bool, resp *http.Response, op Op, err error, t0 time.Time, h hedgeTag) {
 	if len(c.observers) == 0 {
 		return
 	}
 	ev := AttemptEvent{System: c.name, Method: req.Method, Host: req.URL.Host, Path: pathOf(req),
-		Attempt: n, Err: err, Duration: time.Since(t0), Outcome: OutcomeOK}
+		Attempt: n, Hedge: h.k, Won: h.won, Err: err, Duration: time.Since(t0), Outcome: OutcomeOK}
 	if c.faults != nil {
 		ev.Injected = injected(resp, err)
 	}
@@ -91,6 +96,11 @@ func (c *Client) observeAttempt(req *http.Request, n int, last bool, resp *http.
 		failed = OutcomeGaveUp
 	}
 	switch {
+	case h.lost:
+		ev.Outcome = OutcomeHedgeLost
+		if resp != nil {
+			ev.Status = resp.StatusCode
+		}
 	case resp != nil:
 		ev.Status = resp.StatusCode
 		if policy.TemporaryStatus(resp.StatusCode) || policy.RetryStatus(resp.StatusCode, resp.Header) {

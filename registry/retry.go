@@ -25,15 +25,18 @@ type retrier struct {
 	max     int       // attempts allowed
 	start   time.Time // zero without observers
 	lastErr error     // the failure the last retry answered
+	hedged  bool      // attempts go through the hedge stage
 }
 
 // retry is the retry stage: it sends attempts through the breaker stage
-// until one gives an answer the caller should see, the policy allows no
-// more, or the deadline would pass. Only replayable requests are retried.
+// (through the hedge stage when the system hedges) until one gives an
+// answer the caller should see, the policy allows no more, or the
+// deadline would pass. Only replayable requests are retried or hedged.
 func (c *Client) retry(req *http.Request) (*http.Response, error) {
 	r := retrier{c: c, req: req, ctx: req.Context(), max: 1}
-	if c.cfg.Retries > 0 && replayable(req) {
+	if (c.cfg.Retries > 0 || c.hedger != nil) && replayable(req) {
 		r.max = 1 + c.cfg.Retries
+		r.hedged = c.hedger != nil
 	}
 	if len(c.observers) > 0 {
 		r.start = time.Now()
@@ -43,7 +46,13 @@ func (c *Client) retry(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		resp, op, err := c.pass(areq, n, n >= r.max)
+		var resp *http.Response
+		var op Op
+		if r.hedged {
+			resp, op, err = c.hedge(areq, n, n >= r.max)
+		} else {
+			resp, op, err = c.pass(areq, n, n >= r.max)
+		}
 		if done, resp, err := r.settle(areq, n, resp, op, err); done {
 			return resp, err
 		}

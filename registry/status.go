@@ -35,6 +35,8 @@ type Status struct {
 	BudgetRejected    uint64 `json:"budget_rejected"`     // calls refused because the caller's budget was spent
 	BudgetCapped      uint64 `json:"budget_capped"`       // calls whose deadline came from the caller's budget
 	RetryBudgetDenied uint64 `json:"retry_budget_denied"` // retries refused by the retry budget
+	HedgesSent        uint64 `json:"hedges_sent"`         // extra copies sent by hedging (HEDGE_DELAY)
+	HedgesWon         uint64 `json:"hedges_won"`          // hedges whose answer the caller got
 
 	// Fleet is the sync state of a breaker shared by a fleet
 	// (BREAKER_SCOPE=fleet); nil at scope local.
@@ -89,6 +91,8 @@ func (c *Client) Status() Status {
 		BudgetCapped:      c.stats.capped.Load(),
 		RetryBudgetDenied: c.stats.retryBudgetDenied.Load(),
 		Fleet:             fleet,
+		HedgesSent:        c.stats.hedges.Load(),
+		HedgesWon:         c.stats.hedgesWon.Load(),
 		Config:            c.vars(),
 		Faults:            c.Faults(),
 		InjectedAborts:    c.faults.abortCount(),

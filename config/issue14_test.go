@@ -1,0 +1,59 @@
+package config_test
+
+// Issue 14: the hedging settings, validated in the same report as the
+// rest.
+
+import (
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/config"
+)
+
+func TestIssue14HedgeRules(t *testing.T) {
+	t.Parallel()
+	runRuleCases(t, []ruleCase{
+		{name: "delay at read timeout", env: map[string]string{"HEDGE_DELAY": "10s"}, wantVar: "HEDGE_DELAY",
+			exact: "PAYMENTS_HEDGE_DELAY=10s: must be < READ_TIMEOUT (= 10s): a copy sent after the first attempt timed out is no hedge"},
+		{name: "delay above a short read timeout", env: map[string]string{"HEDGE_DELAY": "600ms", "READ_TIMEOUT": "500ms",
+			"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "100ms"}, wantVar: "HEDGE_DELAY", wantRule: "must be < READ_TIMEOUT (= 500ms)"},
+		{name: "delay without unit", env: map[string]string{"HEDGE_DELAY": "20"}, wantVar: "HEDGE_DELAY", wantRule: "not 0, a duration (20ms) or a percentile"},
+		{name: "delay negative", env: map[string]string{"HEDGE_DELAY": "-5ms"}, wantVar: "HEDGE_DELAY", wantRule: "must be > 0 (0 turns hedging off)"},
+		{name: "delay word", env: map[string]string{"HEDGE_DELAY": "auto"}, wantVar: "HEDGE_DELAY", wantRule: "must be 0 (off), a duration or a percentile"},
+		{name: "percentile low", env: map[string]string{"HEDGE_DELAY": "p49"}, wantVar: "HEDGE_DELAY", wantRule: "p50 to p99.9"},
+		{name: "percentile 100", env: map[string]string{"HEDGE_DELAY": "p100"}, wantVar: "HEDGE_DELAY", wantRule: "p50 to p99.9"},
+		{name: "percentile exponent", env: map[string]string{"HEDGE_DELAY": "p9e1"}, wantVar: "HEDGE_DELAY", wantRule: "p50 to p99.9"},
+		{name: "max 0", env: map[string]string{"HEDGE_MAX": "0"}, wantVar: "HEDGE_MAX", wantRule: "must be between 1 and 3"},
+		{name: "max 4", env: map[string]string{"HEDGE_MAX": "4"}, wantVar: "HEDGE_MAX", wantRule: "must be between 1 and 3"},
+		{name: "floor above ceiling", env: map[string]string{"HEDGE_DELAY_MIN": "2s"}, wantVar: "HEDGE_DELAY_MIN", wantRule: "must be <= HEDGE_DELAY_MAX (= 1s, baseline default)"},
+		{name: "floor 0", env: map[string]string{"HEDGE_DELAY_MIN": "0"}, wantVar: "HEDGE_DELAY_MIN", wantRule: "must be > 0"},
+	})
+}
+
+func TestIssue14HedgeValid(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"0", "20ms", "9.999s", "p50", "p95", "p99", "p99.9", " p95 "} {
+		if _, probs := loadPayments(t, config.Client{}, map[string]string{"HEDGE_DELAY": v, "HEDGE_MAX": "3"}); len(probs) != 0 {
+			t.Errorf("HEDGE_DELAY=%q: %s", v, dump(probs))
+		}
+	}
+	// Hedging off leaves a short READ_TIMEOUT valid: the ceiling is not
+	// compared with it (the registry caps the delay with it instead).
+	if _, probs := loadPayments(t, config.Client{}, map[string]string{"READ_TIMEOUT": "300ms",
+		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "100ms"}); len(probs) != 0 {
+		t.Errorf("short READ_TIMEOUT, hedging off: %s", dump(probs))
+	}
+	for _, tc := range []struct {
+		in    string
+		fixed time.Duration
+		pct   float64
+	}{{"0", 0, 0}, {"20ms", 20 * time.Millisecond, 0}, {"p95", 0, 95}, {"p99.9", 0, 99.9}} {
+		fixed, pct, err := config.ParseHedgeDelay(tc.in)
+		if err != nil || fixed != tc.fixed || pct != tc.pct {
+			t.Errorf("ParseHedgeDelay(%q) = %v, %v, %v; want %v, %v, nil", tc.in, fixed, pct, err, tc.fixed, tc.pct)
+		}
+	}
+	if b := config.Baseline(); b.HedgeDelay != "0" || b.HedgeMax != 1 {
+		t.Errorf("Baseline hedging = %q x%d, want off (\"0\") and 1", b.HedgeDelay, b.HedgeMax)
+	}
+}
