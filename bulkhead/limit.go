@@ -1,0 +1,151 @@
+package bulkhead
+
+import (
+	"math"
+	"time"
+)
+
+// The tuning of the adaptive limit. They are constants, not settings: the
+// operator chooses the floor and the ceiling, the algorithm the rest.
+const (
+	// A window of samples closes at the first call that ends once it is
+	// at least minWindow and windowBests best latencies old, and holds at
+	// least minSamples calls: long enough for a change of the limit to
+	// show in the latency it measures.
+	minWindow   = 100 * time.Millisecond
+	windowBests = 4
+	minSamples  = 10
+
+	// minGradient is the most one window can shrink the limit (by half),
+	// so that one slow window cannot drop it to the floor.
+	minGradient = 0.5
+
+	// fresh is how close to the best latency a window's mean must come
+	// for the best to count as seen again (no queue in that window).
+	fresh = 1.1
+
+	// probeAfter is how long the best latency may go unseen before a
+	// probe window re-measures it at half the limit.
+	probeAfter = 10 * time.Second
+)
+
+// limiter is the adaptive limit's arithmetic, with no lock, no clock and
+// no semaphore: it is fed every call that ends, with the time it ended,
+// and says at the end of each window what the limit becomes. Its caller
+// serialises the calls to observe.
+//
+// The rule is a latency gradient. best is the lowest latency seen (the
+// upstream with no queue); a window's mean latency over best says how
+// much of each call was spent queueing. Each window the limit becomes
+//
+//	limit × clamp(best / mean, 0.5, 1) + √limit
+//
+// so it holds where the upstream queues about √limit calls: it grows by
+// √limit while latency stays at best and shrinks in proportion once it
+// rises. The √limit of headroom is added only when the limit was used (at
+// least half of it in flight) and no call failed; a window with failures
+// shrinks the limit by half their ratio instead (20% failed: × 0.9).
+//
+// best can only fall, so it follows an upstream that gets faster at once.
+// To follow one that got slower, and to forget a best that a standing
+// queue keeps the windows from seeing again, a window after probeAfter
+// without a fresh best is a probe: the bulkhead admits half the limit, so
+// the upstream's queue drains, and the lowest latency of that window is
+// the new best (as BBR's ProbeRTT does). The limit itself does not change
+// during a probe.
+type limiter struct {
+	floor, ceiling float64
+	limit          float64 // the estimate, in [floor, ceiling]
+
+	best    time.Duration // lowest latency seen; 0 before the first success
+	bestAt  time.Time     // when a window last came within fresh of best
+	probing bool          // the current window is a probe
+
+	w window
+}
+
+// window accumulates the calls that ended since it started.
+type window struct {
+	start       time.Time // zero: no call yet
+	calls, fail int
+	sum, min    time.Duration // of the calls that succeeded
+	maxInFlight int64
+}
+
+func newLimiter(floor, ceiling int64) limiter {
+	return limiter{floor: float64(floor), ceiling: float64(ceiling), limit: float64(ceiling)}
+}
+
+// current is the estimated limit, a whole number of calls.
+func (l *limiter) current() int64 { return int64(l.limit) }
+
+// enforced is the number of calls the bulkhead admits now: the limit, or
+// half of it (not below the floor) while a probe runs.
+func (l *limiter) enforced() int64 {
+	if l.probing {
+		return int64(max(l.floor, math.Floor(l.limit/2)))
+	}
+	return l.current()
+}
+
+// observe records one call that ended at now after latency, with
+// inFlight calls in flight (itself included), and whether it failed. At
+// the end of a window it recomputes the limit and reports that the limit
+// or the probe may have changed (ended true).
+func (l *limiter) observe(now time.Time, latency time.Duration, inFlight int64, failed bool) (ended bool) {
+	w := &l.w
+	if w.start.IsZero() {
+		w.start = now
+	}
+	w.calls++
+	w.maxInFlight = max(w.maxInFlight, inFlight)
+	if failed {
+		w.fail++
+	} else {
+		w.sum += latency
+		if w.min == 0 || latency < w.min {
+			w.min = max(latency, 1)
+		}
+	}
+	if w.calls < minSamples || now.Sub(w.start) < max(minWindow, windowBests*l.best) {
+		return false
+	}
+	l.endWindow(now)
+	l.w = window{}
+	return true
+}
+
+// endWindow applies the window just closed.
+func (l *limiter) endWindow(now time.Time) {
+	w := &l.w
+	ok := w.calls - w.fail
+	if l.probing {
+		l.probing = false
+		if ok > 0 {
+			l.best, l.bestAt = w.min, now
+		}
+		return
+	}
+	if ok > 0 && (l.best == 0 || w.min < l.best) {
+		l.best = w.min
+	}
+	gradient := minGradient
+	if ok > 0 {
+		mean := w.sum / time.Duration(ok)
+		if float64(mean) <= fresh*float64(l.best) || l.bestAt.IsZero() {
+			l.bestAt = now
+		}
+		gradient = min(1, max(minGradient, float64(l.best)/float64(mean)))
+	}
+	next := l.limit * gradient
+	switch {
+	case w.fail > 0:
+		next = min(next, l.limit*(1-float64(w.fail)/float64(w.calls)/2))
+	case 2*float64(w.maxInFlight) >= l.limit:
+		next += math.Sqrt(l.limit)
+	}
+	l.limit = min(l.ceiling, max(l.floor, next))
+	if now.Sub(l.bestAt) >= probeAfter {
+		l.probing = true
+	}
+}

@@ -1,0 +1,125 @@
+package bulkhead
+
+import (
+	"testing"
+	"time"
+)
+
+// feed closes one window of the limiter: n calls of latency lat ending
+// 10ms apart from *now (the last one at least minWindow after the first),
+// the first fail of them failed, with inFlight in flight.
+func feed(l *limiter, now *time.Time, n int, lat time.Duration, inFlight int64, fail int) {
+	step := (minWindow + time.Duration(n-2)) / time.Duration(n-1) // rounded up
+	for i := range n {
+		if i > 0 {
+			*now = now.Add(step)
+		}
+		ended := l.observe(*now, lat, inFlight, i < fail)
+		if ended != (i == n-1) {
+			panic("window ended early or late")
+		}
+	}
+	*now = now.Add(step)
+}
+
+// TestLimiterGradient follows the limit window by window, exactly: it
+// holds at the ceiling while latency is the best, shrinks by the gradient
+// (at most by half) plus √limit of headroom, shrinks by half the failure
+// ratio, and does not grow while the limit is unused.
+func TestLimiterGradient(t *testing.T) {
+	l := newLimiter(1, 64)
+	now := time.Unix(0, 0)
+	steps := []struct {
+		name     string
+		lat      time.Duration
+		inFlight int64
+		fail     int
+		want     int64
+	}{
+		{"no queue at the ceiling", 10 * time.Millisecond, 64, 0, 64},
+		{"latency x4: halve, plus sqrt(64)", 40 * time.Millisecond, 64, 0, 40},  // 32 + 8
+		{"latency x2: halve, plus sqrt(40)", 20 * time.Millisecond, 40, 0, 26},  // 20 + 6.32
+		{"latency x1.25: x0.8, plus sqrt", 12500 * time.Microsecond, 26, 0, 26}, // 21.06 + 5.13
+		{"20% failed: x0.9, no headroom", 10 * time.Millisecond, 26, 2, 23},     // 26.19 x 0.9
+		{"unused (5 in flight): hold", 10 * time.Millisecond, 5, 0, 23},         // 23.57
+		{"used again: grow by sqrt", 10 * time.Millisecond, 23, 0, 28},          // 23.57 + 4.85
+		{"all failed: halve", 10 * time.Millisecond, 28, 10, 14},                // 28.43 x 0.5
+		{"all failed again: halve", 200 * time.Millisecond, 14, 10, 7},          // 14.21 x 0.5
+	}
+	for _, s := range steps {
+		feed(&l, &now, 10, s.lat, s.inFlight, s.fail)
+		if got := l.current(); got != s.want {
+			t.Fatalf("%s: limit %d, want %d (%.2f)", s.name, got, s.want, l.limit)
+		}
+		if l.best != 10*time.Millisecond {
+			t.Fatalf("%s: best %v, want 10ms", s.name, l.best)
+		}
+	}
+	for range 10 {
+		feed(&l, &now, 10, time.Second, 1, 10)
+	}
+	if got := l.current(); got != 1 {
+		t.Fatalf("after failures only: limit %d, want the floor 1", got)
+	}
+}
+
+// TestLimiterProbe: a best not seen again for probeAfter starts a probe
+// window at half the limit, whose lowest latency becomes the best, up
+// (the upstream got slower) as well as down; the limit does not move
+// during the probe.
+func TestLimiterProbe(t *testing.T) {
+	l := newLimiter(2, 40)
+	now := time.Unix(0, 0)
+	feed(&l, &now, 10, 10*time.Millisecond, 40, 0) // best 10ms, limit 40
+	// The upstream is now 20ms: every window halves (plus headroom).
+	for l.enforced() == l.current() {
+		feed(&l, &now, 10, 20*time.Millisecond, l.current(), 0)
+	}
+	if got := now.Sub(time.Unix(0, 0)); got < probeAfter || got > probeAfter+3*minWindow {
+		t.Fatalf("probe started after %v, want about %v", got, probeAfter)
+	}
+	lim := l.current()
+	if want := max(2, lim/2); l.enforced() != want {
+		t.Fatalf("probe admits %d, want %d (half of %d)", l.enforced(), want, lim)
+	}
+	feed(&l, &now, 10, 20*time.Millisecond, lim/2, 0)
+	if l.probing || l.best != 20*time.Millisecond || l.current() != lim {
+		t.Fatalf("after the probe: probing %v, best %v, limit %d; want false, 20ms, %d", l.probing, l.best, l.current(), lim)
+	}
+	// With the new best, 20ms is no queue: the limit grows again.
+	feed(&l, &now, 10, 20*time.Millisecond, lim, 0)
+	if l.current() <= lim {
+		t.Fatalf("after the probe: limit %d, want it to grow from %d", l.current(), lim)
+	}
+	// A faster upstream lowers the best at once, without a probe.
+	feed(&l, &now, 10, 5*time.Millisecond, l.current(), 0)
+	if l.best != 5*time.Millisecond || l.probing {
+		t.Fatalf("faster upstream: best %v, probing %v; want 5ms, false", l.best, l.probing)
+	}
+}
+
+// TestLimiterWindow: a window needs minSamples calls and minWindow, and
+// at least windowBests best latencies for a slow upstream.
+func TestLimiterWindow(t *testing.T) {
+	l := newLimiter(1, 10)
+	now := time.Unix(0, 0)
+	for i := range minSamples {
+		if l.observe(now, time.Millisecond, 10, false) {
+			t.Fatalf("window closed after %d calls at one instant", i+1)
+		}
+	}
+	now = now.Add(minWindow)
+	if !l.observe(now, time.Millisecond, 10, false) {
+		t.Fatal("window not closed after minSamples calls and minWindow")
+	}
+	l.best = time.Second
+	for range minSamples {
+		l.observe(now, time.Second, 10, false)
+	}
+	if l.observe(now.Add(3*time.Second), time.Second, 10, false) {
+		t.Fatal("window of a 1s upstream closed before 4 bests")
+	}
+	if !l.observe(now.Add(4*time.Second), time.Second, 10, false) {
+		t.Fatal("window of a 1s upstream not closed after 4 bests")
+	}
+}
