@@ -217,7 +217,7 @@ func TestAdaptiveFollows(t *testing.T) {
 			}
 		}
 		within(10, 30, 8, 16)
-		within(40, 60, 32, 48)
+		within(40, 60, 32, 60)
 		within(70, 90, 4, 9)
 	})
 }

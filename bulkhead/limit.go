@@ -2,6 +2,7 @@ package bulkhead
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -20,9 +21,19 @@ const (
 	// so that one slow window cannot drop it to the floor.
 	minGradient = 0.5
 
-	// fresh is how close to the best latency a window's mean must come
+	// tolerance is the latency over best that a window's median may show
+	// before it counts as queueing: calls vary, and a client's own
+	// scheduling delays are not the upstream's queue (Envoy's adaptive
+	// concurrency filter buffers its minimum latency by 25% too).
+	tolerance = 1.25
+
+	// fresh is how close to the best latency a window's median must come
 	// for the best to count as seen again (no queue in that window).
 	fresh = 1.1
+
+	// kept is how many of a window's latest successful latencies are kept
+	// for its median.
+	kept = 64
 
 	// probeAfter is how long the best latency may go unseen before a
 	// probe window re-measures it at half the limit.
@@ -35,12 +46,13 @@ const (
 // serialises the calls to observe.
 //
 // The rule is a latency gradient. best is the lowest latency seen (the
-// upstream with no queue); a window's mean latency over best says how
+// upstream with no queue); a window's median latency over best says how
 // much of each call was spent queueing. Each window the limit becomes
 //
-//	limit × clamp(best / mean, 0.5, 1) + √limit
+//	limit × clamp(1.25 × best / median, 0.5, 1) + √limit
 //
-// so it holds where the upstream queues about √limit calls: it grows by
+// so it holds where the upstream queues about a quarter of its capacity
+// plus √limit calls: it grows by
 // √limit while latency stays at best and shrinks in proportion once it
 // rises. The √limit of headroom is added only when the limit was used (at
 // least half of it in flight) and no call failed; a window with failures
@@ -68,8 +80,20 @@ type limiter struct {
 type window struct {
 	start       time.Time // zero: no call yet
 	calls, fail int
-	sum, min    time.Duration // of the calls that succeeded
+	min         time.Duration       // of the calls that succeeded
+	lat         [kept]time.Duration // the latest successes, a ring
 	maxInFlight int64
+}
+
+// median is the median of the latest successes kept, or 0 if none.
+func (w *window) median() time.Duration {
+	n := min(w.calls-w.fail, kept)
+	if n == 0 {
+		return 0
+	}
+	s := w.lat
+	slices.Sort(s[:n])
+	return s[n/2]
 }
 
 func newLimiter(floor, ceiling int64) limiter {
@@ -102,7 +126,7 @@ func (l *limiter) observe(now time.Time, latency time.Duration, inFlight int64, 
 	if failed {
 		w.fail++
 	} else {
-		w.sum += latency
+		w.lat[(w.calls-w.fail-1)%kept] = latency
 		if w.min == 0 || latency < w.min {
 			w.min = max(latency, 1)
 		}
@@ -131,11 +155,11 @@ func (l *limiter) endWindow(now time.Time) {
 	}
 	gradient := minGradient
 	if ok > 0 {
-		mean := w.sum / time.Duration(ok)
-		if float64(mean) <= fresh*float64(l.best) || l.bestAt.IsZero() {
+		median := w.median()
+		if float64(median) <= fresh*float64(l.best) || l.bestAt.IsZero() {
 			l.bestAt = now
 		}
-		gradient = min(1, max(minGradient, float64(l.best)/float64(mean)))
+		gradient = min(1, max(minGradient, tolerance*float64(l.best)/float64(median)))
 	}
 	next := l.limit * gradient
 	switch {

@@ -24,7 +24,8 @@ func feed(l *limiter, now *time.Time, n int, lat time.Duration, inFlight int64, 
 
 // TestLimiterGradient follows the limit window by window, exactly: it
 // holds at the ceiling while latency is the best, shrinks by the gradient
-// (at most by half) plus √limit of headroom, shrinks by half the failure
+// (1.25 x best / median, at most by half) plus √limit of headroom, grows
+// while the median is within the tolerance, shrinks by half the failure
 // ratio, and does not grow while the limit is unused.
 func TestLimiterGradient(t *testing.T) {
 	l := newLimiter(1, 64)
@@ -37,14 +38,14 @@ func TestLimiterGradient(t *testing.T) {
 		want     int64
 	}{
 		{"no queue at the ceiling", 10 * time.Millisecond, 64, 0, 64},
-		{"latency x4: halve, plus sqrt(64)", 40 * time.Millisecond, 64, 0, 40},  // 32 + 8
-		{"latency x2: halve, plus sqrt(40)", 20 * time.Millisecond, 40, 0, 26},  // 20 + 6.32
-		{"latency x1.25: x0.8, plus sqrt", 12500 * time.Microsecond, 26, 0, 26}, // 21.06 + 5.13
-		{"20% failed: x0.9, no headroom", 10 * time.Millisecond, 26, 2, 23},     // 26.19 x 0.9
-		{"unused (5 in flight): hold", 10 * time.Millisecond, 5, 0, 23},         // 23.57
-		{"used again: grow by sqrt", 10 * time.Millisecond, 23, 0, 28},          // 23.57 + 4.85
-		{"all failed: halve", 10 * time.Millisecond, 28, 10, 14},                // 28.43 x 0.5
-		{"all failed again: halve", 200 * time.Millisecond, 14, 10, 7},          // 14.21 x 0.5
+		{"latency x4: halve at most, plus sqrt(64)", 40 * time.Millisecond, 64, 0, 40},         // 32 + 8
+		{"latency x2: x1.25/2, plus sqrt(40)", 20 * time.Millisecond, 40, 0, 31},               // 25 + 6.32
+		{"latency x1.25: within tolerance, grow by sqrt", 12500 * time.Microsecond, 31, 0, 36}, // 31.32 + 5.60
+		{"20% failed: x0.9, no headroom", 10 * time.Millisecond, 36, 2, 33},                    // 36.92 x 0.9
+		{"unused (5 in flight): hold", 10 * time.Millisecond, 5, 0, 33},                        // 33.23
+		{"used again: grow by sqrt", 10 * time.Millisecond, 23, 0, 38},                         // 33.23 + 5.76
+		{"all failed: halve", 10 * time.Millisecond, 38, 10, 19},                               // 38.99 x 0.5
+		{"all failed again: halve", 200 * time.Millisecond, 19, 10, 9},                         // 19.49 x 0.5
 	}
 	for _, s := range steps {
 		feed(&l, &now, 10, s.lat, s.inFlight, s.fail)
