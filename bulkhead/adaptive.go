@@ -72,24 +72,26 @@ func NewAdaptive(floor, ceiling int64, maxWait time.Duration, opts ...Option) (*
 }
 
 // Record tells an adaptive bulkhead how a call that held a permit went:
-// its latency (the caller chooses what it measures, the same way for
-// every call) and whether it failed in a way that may mean overload (a
-// timeout, a transport error, a 503). A call the caller cancelled tells
+// when it started, so that its latency is the time since (the caller
+// chooses what it measures, the same way for every call), and whether it
+// failed in a way that may mean overload (a timeout, a transport error,
+// a 503). A call the caller cancelled tells
 // nothing about the upstream: do not record it. Record may be called
 // before or after the call's Release, once per call. On a bulkhead of
 // [New] it does nothing.
 //
-// Record is safe for concurrent use. It takes a lock and does not
-// allocate.
-func (b *Bulkhead) Record(latency time.Duration, failed bool) {
+// Record is safe for concurrent use. It reads the clock once, takes a
+// lock and does not allocate.
+func (b *Bulkhead) Record(start time.Time, failed bool) {
 	a := b.adaptive
 	if a == nil {
 		return
 	}
+	now := time.Now() // one clock read: the latency's end and the window's
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	from := a.lim.current()
-	if !a.lim.observe(time.Now(), latency, b.inFlight.Load(), failed) {
+	if !a.lim.observe(now, now.Sub(start), b.inFlight.Load(), failed) {
 		return
 	}
 	b.park(b.capacity - a.lim.enforced())

@@ -52,11 +52,11 @@ const (
 //	limit × clamp(1.25 × best / median, 0.5, 1) + √limit
 //
 // so it holds where the upstream queues about a quarter of its capacity
-// plus √limit calls: it grows by
-// √limit while latency stays at best and shrinks in proportion once it
-// rises. The √limit of headroom is added only when the limit was used (at
-// least half of it in flight) and no call failed; a window with failures
-// shrinks the limit by half their ratio instead (20% failed: × 0.9).
+// plus √limit calls: it grows by √limit while the median stays within
+// 1.25 best and shrinks in proportion once it rises above. The √limit of
+// headroom is added only when the limit was used (at least half of it in
+// flight) and no call failed; a window with failures shrinks the limit
+// by half their ratio instead (20% failed: × 0.9).
 //
 // best can only fall, so it follows an upstream that gets faster at once.
 // To follow one that got slower, and to forget a best that a standing

@@ -90,5 +90,5 @@ func (c *Client) record(start time.Time, resp *http.Response, err error) {
 		}
 		failed = true
 	}
-	c.bh.Record(time.Since(start), failed)
+	c.bh.Record(start, failed)
 }
