@@ -51,7 +51,8 @@
 // limit shrinks in proportion when the median passes 1.25 times the best
 // (at most by half a window), or by half the ratio of failed calls, and
 // grows by √limit while neither happens and at least half the limit was
-// in flight. A best not seen again for 10s is re-measured by a window at
+// in flight; a limit less than half used comes down on latency only to
+// twice the calls in flight. A best not seen again for 10s is re-measured by a window at
 // half the limit. [Bulkhead.Limit] reports the current limit; everything
 // else (ErrFull, the wait, Release) is as for a bulkhead of [New] whose
 // capacity is that limit. A bulkhead of New pays nothing for this but a

@@ -53,10 +53,11 @@ const (
 //
 // so it holds where the upstream queues about a quarter of its capacity
 // plus √limit calls: it grows by √limit while the median stays within
-// 1.25 best and shrinks in proportion once it rises above. The √limit of
-// headroom is added only when the limit was used (at least half of it in
-// flight) and no call failed; a window with failures shrinks the limit
-// by half their ratio instead (20% failed: × 0.9).
+// 1.25 best and shrinks in proportion once it rises above. A window
+// with failures shrinks the limit by half their ratio instead of adding
+// the headroom (20% failed: × 0.9). Latency brings a limit that was
+// less than half used down to twice the calls in flight, no further: the
+// latency of such a window is not the limit's doing.
 //
 // best can only fall, so it follows an upstream that gets faster at once.
 // To follow one that got slower, and to forget a best that a standing
@@ -153,6 +154,7 @@ func (l *limiter) endWindow(now time.Time) {
 	if ok > 0 && (l.best == 0 || w.min < l.best) {
 		l.best = w.min
 	}
+	used := 2*float64(w.maxInFlight) >= l.limit
 	gradient := minGradient
 	if ok > 0 {
 		median := w.median()
@@ -162,10 +164,16 @@ func (l *limiter) endWindow(now time.Time) {
 		gradient = min(1, max(minGradient, tolerance*float64(l.best)/float64(median)))
 	}
 	next := l.limit * gradient
+	if !used {
+		// A limit less than half used is not what slows the calls
+		// down: latency brings it down to twice the calls in flight,
+		// no further.
+		next = max(next, min(l.limit, 2*float64(w.maxInFlight)))
+	}
 	switch {
 	case w.fail > 0:
 		next = min(next, l.limit*(1-float64(w.fail)/float64(w.calls)/2))
-	case 2*float64(w.maxInFlight) >= l.limit:
+	case used:
 		next += math.Sqrt(l.limit)
 	}
 	l.limit = min(l.ceiling, max(l.floor, next))

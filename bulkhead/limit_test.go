@@ -25,7 +25,8 @@ func feed(l *limiter, now *time.Time, n int, lat time.Duration, inFlight int64, 
 // TestLimiterGradient follows the limit window by window, exactly: it
 // holds at the ceiling while latency is the best, shrinks by the gradient
 // (1.25 x best / median, at most by half) plus √limit of headroom, grows
-// while the median is within the tolerance, shrinks by half the failure
+// while the median is within the tolerance, comes down only to twice the
+// calls in flight while less than half used, shrinks by half the failure
 // ratio, and does not grow while the limit is unused.
 func TestLimiterGradient(t *testing.T) {
 	l := newLimiter(1, 64)
@@ -43,9 +44,10 @@ func TestLimiterGradient(t *testing.T) {
 		{"latency x1.25: within tolerance, grow by sqrt", 12500 * time.Microsecond, 31, 0, 36}, // 31.32 + 5.60
 		{"20% failed: x0.9, no headroom", 10 * time.Millisecond, 36, 2, 33},                    // 36.92 x 0.9
 		{"unused (5 in flight): hold", 10 * time.Millisecond, 5, 0, 33},                        // 33.23
-		{"used again: grow by sqrt", 10 * time.Millisecond, 23, 0, 38},                         // 33.23 + 5.76
-		{"all failed: halve", 10 * time.Millisecond, 38, 10, 19},                               // 38.99 x 0.5
-		{"all failed again: halve", 200 * time.Millisecond, 19, 10, 9},                         // 19.49 x 0.5
+		{"unused and slow: down to 2 x 12 in flight", 40 * time.Millisecond, 12, 0, 24},        // max(16.61, 24)
+		{"used again: grow by sqrt", 10 * time.Millisecond, 23, 0, 28},                         // 24 + 4.90
+		{"all failed: halve", 10 * time.Millisecond, 28, 10, 14},                               // 28.90 x 0.5
+		{"all failed again: halve", 200 * time.Millisecond, 14, 10, 7},                         // 14.45 x 0.5
 	}
 	for _, s := range steps {
 		feed(&l, &now, 10, s.lat, s.inFlight, s.fail)
