@@ -35,6 +35,12 @@ const (
 	// for its median.
 	kept = 64
 
+	// probeSoon is when the first probe comes, and the next one after a
+	// probe that found a best lower by a tenth or more: a best measured
+	// under a queue (a cold start, a limit far above the capacity) is
+	// corrected step by step, each probe halving the queue.
+	probeSoon = time.Second
+
 	// probeAfter is how long the best latency may go unseen before a
 	// probe window re-measures it at half the limit.
 	probeAfter = 10 * time.Second
@@ -64,14 +70,16 @@ const (
 // queue keeps the windows from seeing again, a window after probeAfter
 // without a fresh best is a probe: the bulkhead admits half the limit, so
 // the upstream's queue drains, and the lowest latency of that window is
-// the new best (as BBR's ProbeRTT does). The limit itself does not change
-// during a probe.
+// the new best (as BBR's ProbeRTT does). The first probe comes probeSoon
+// after the first window, and so does the next after a probe that found a
+// much lower best: a best first measured under a queue is corrected in a
+// few seconds. The limit itself does not change during a probe.
 type limiter struct {
 	floor, ceiling float64
 	limit          float64 // the estimate, in [floor, ceiling]
 
 	best    time.Duration // lowest latency seen; 0 before the first success
-	bestAt  time.Time     // when a window last came within fresh of best
+	probeAt time.Time     // when the next probe starts; zero before the first window
 	probing bool          // the current window is a probe
 
 	w window
@@ -146,8 +154,12 @@ func (l *limiter) endWindow(now time.Time) {
 	ok := w.calls - w.fail
 	if l.probing {
 		l.probing = false
+		l.probeAt = now.Add(probeAfter)
 		if ok > 0 {
-			l.best, l.bestAt = w.min, now
+			if float64(w.min) < 0.9*float64(l.best) {
+				l.probeAt = now.Add(probeSoon)
+			}
+			l.best = w.min
 		}
 		return
 	}
@@ -158,8 +170,8 @@ func (l *limiter) endWindow(now time.Time) {
 	gradient := minGradient
 	if ok > 0 {
 		median := w.median()
-		if float64(median) <= fresh*float64(l.best) || l.bestAt.IsZero() {
-			l.bestAt = now
+		if float64(median) <= fresh*float64(l.best) {
+			l.probeAt = now.Add(probeAfter) // no queue: best is current
 		}
 		gradient = min(1, max(minGradient, tolerance*float64(l.best)/float64(median)))
 	}
@@ -177,7 +189,8 @@ func (l *limiter) endWindow(now time.Time) {
 		next += math.Sqrt(l.limit)
 	}
 	l.limit = min(l.ceiling, max(l.floor, next))
-	if now.Sub(l.bestAt) >= probeAfter {
-		l.probing = true
+	if l.probeAt.IsZero() {
+		l.probeAt = now.Add(probeSoon)
 	}
+	l.probing = !now.Before(l.probeAt)
 }

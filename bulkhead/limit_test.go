@@ -5,11 +5,13 @@ import (
 	"time"
 )
 
-// feed closes one window of the limiter: n calls of latency lat ending
-// 10ms apart from *now (the last one at least minWindow after the first),
-// the first fail of them failed, with inFlight in flight.
+// feed closes one window of the limiter: n calls of latency lat evenly
+// spread from *now over the shortest window (minWindow, or windowBests
+// best latencies), the first fail of them failed, with inFlight in
+// flight.
 func feed(l *limiter, now *time.Time, n int, lat time.Duration, inFlight int64, fail int) {
-	step := (minWindow + time.Duration(n-2)) / time.Duration(n-1) // rounded up
+	span := max(minWindow, windowBests*l.best)
+	step := (span + time.Duration(n-2)) / time.Duration(n-1) // rounded up
 	for i := range n {
 		if i > 0 {
 			*now = now.Add(step)
@@ -73,13 +75,14 @@ func TestLimiterGradient(t *testing.T) {
 func TestLimiterProbe(t *testing.T) {
 	l := newLimiter(2, 40)
 	now := time.Unix(0, 0)
-	feed(&l, &now, 10, 10*time.Millisecond, 40, 0) // best 10ms, limit 40
-	// The upstream is now 20ms: every window halves (plus headroom).
+	feed(&l, &now, 10, 10*time.Millisecond, 40, 0) // best 10ms, no queue: next probe in 10s
+	fresh := now
+	// The upstream is now 20ms: every window shrinks the limit.
 	for l.enforced() == l.current() {
 		feed(&l, &now, 10, 20*time.Millisecond, l.current(), 0)
 	}
-	if got := now.Sub(time.Unix(0, 0)); got < probeAfter || got > probeAfter+3*minWindow {
-		t.Fatalf("probe started after %v, want about %v", got, probeAfter)
+	if got := now.Sub(fresh); got < probeAfter || got > probeAfter+2*minWindow {
+		t.Fatalf("probe started %v after the best was last seen, want about %v", got, probeAfter)
 	}
 	lim := l.current()
 	if want := max(2, lim/2); l.enforced() != want {
@@ -88,6 +91,9 @@ func TestLimiterProbe(t *testing.T) {
 	feed(&l, &now, 10, 20*time.Millisecond, lim/2, 0)
 	if l.probing || l.best != 20*time.Millisecond || l.current() != lim {
 		t.Fatalf("after the probe: probing %v, best %v, limit %d; want false, 20ms, %d", l.probing, l.best, l.current(), lim)
+	}
+	if want := now.Add(probeAfter - minWindow/9 - 1); l.probeAt.Before(want) {
+		t.Fatalf("next probe at %v, want %v after a probe that found a higher best", l.probeAt, probeAfter)
 	}
 	// With the new best, 20ms is no queue: the limit grows again.
 	feed(&l, &now, 10, 20*time.Millisecond, lim, 0)
@@ -98,6 +104,47 @@ func TestLimiterProbe(t *testing.T) {
 	feed(&l, &now, 10, 5*time.Millisecond, l.current(), 0)
 	if l.best != 5*time.Millisecond || l.probing {
 		t.Fatalf("faster upstream: best %v, probing %v; want 5ms, false", l.best, l.probing)
+	}
+}
+
+// TestLimiterProbeSoon: a best first measured under a queue (every call
+// of the first window waited) is corrected by probes a second apart while
+// each finds a best lower by a tenth or more, then every probeAfter.
+func TestLimiterProbeSoon(t *testing.T) {
+	l := newLimiter(1, 64)
+	now := time.Unix(0, 0)
+	// A first window under a queue: latencies 40..85ms, so best is 40ms,
+	// not the upstream's 10ms.
+	for i := range 10 {
+		l.observe(now, time.Duration(40+5*i)*time.Millisecond, 64, false)
+		now = now.Add(20 * time.Millisecond)
+	}
+	if l.best != 40*time.Millisecond || l.probing || l.w.calls != 0 {
+		t.Fatalf("first window: best %v, probing %v, %d calls open; want 40ms, false, 0", l.best, l.probing, l.w.calls)
+	}
+	// The queue stands: each window's median is 1.5 x best.
+	var gaps []time.Duration
+	last := now // the end of the first window, then of each probe
+	for best := 40 * time.Millisecond; len(gaps) < 4; {
+		if l.probing {
+			gaps = append(gaps, now.Sub(last))
+			best = max(10*time.Millisecond, best/2) // half the limit halves the queue
+			feed(&l, &now, 10, best, l.enforced(), 0)
+			last = now
+			if l.best != best {
+				t.Fatalf("probe %d: best %v, want %v", len(gaps), l.best, best)
+			}
+			continue
+		}
+		feed(&l, &now, 10, l.best*3/2, l.current(), 0)
+	}
+	// 1s after the first window; 1s after each probe that halved the
+	// best (40 -> 20 -> 10ms); 10s after the one that found no lower.
+	want := []time.Duration{probeSoon, probeSoon, probeSoon, probeAfter}
+	for i, gap := range gaps {
+		if gap < want[i] || gap > want[i]+250*time.Millisecond {
+			t.Errorf("probe %d came %v after the previous, want %v (within a window)", i+1, gap, want[i])
+		}
 	}
 }
 
