@@ -52,8 +52,9 @@
 // (at most by half a window), or by half the ratio of failed calls, and
 // grows by √limit while neither happens and at least half the limit was
 // in flight; a limit less than half used comes down on latency only to
-// twice the calls in flight. A best not seen again for 10s is re-measured by a window at
-// half the limit. [Bulkhead.Limit] reports the current limit; everything
+// twice the calls in flight. A best not seen again for 10s (1s after the
+// first window, or after a probe that found a lower one) is re-measured
+// by a window at half the limit. [Bulkhead.Limit] reports the current limit; everything
 // else (ErrFull, the wait, Release) is as for a bulkhead of [New] whose
 // capacity is that limit. A bulkhead of New pays nothing for this but a
 // nil check in Release.
