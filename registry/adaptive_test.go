@@ -385,3 +385,49 @@ func TestIssue15FixedByDefault(t *testing.T) {
 		t.Fatalf("limit %d, capacity %d; want 7, 7", st.Limit, st.Capacity)
 	}
 }
+
+// The adaptive bulkhead counts a call that timed out as a failure of the
+// upstream, and does not count one the caller cancelled: 15 read
+// timeouts halve the limit, 15 cancellations leave it alone.
+func TestIssue15CancelledCallsAreNotFailures(t *testing.T) {
+	t.Parallel()
+	hang := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	for _, tc := range []struct {
+		name   string
+		cancel bool
+		want   int64
+	}{
+		{"read timeout", false, 8},
+		{"caller cancels", true, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := outboundtest.NewUpstream(t, hang)
+			reg := registrytest.New(t, adaptiveEnv("up", srv.URL, "ADAPTIVE_CONCURRENCY", "true", "MAX_CONCURRENT", "16",
+				"CONNECT_TIMEOUT", "10ms", "TLS_HANDSHAKE_TIMEOUT", "50ms", "READ_TIMEOUT", "50ms", "CALL_TIMEOUT", "2s"),
+				registrytest.Watch(srv))
+			c := reg.MustClient("up")
+			for range 15 {
+				ctx, cancel := context.WithCancel(context.Background())
+				stop := time.AfterFunc(time.Second, cancel)
+				if tc.cancel {
+					stop.Reset(10 * time.Millisecond) // before READ_TIMEOUT; 15 calls span a window
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+				_, err := c.Do(req)
+				stop.Stop()
+				cancel()
+				var e *registry.Error
+				if !errors.As(err, &e) {
+					t.Fatalf("err %v, want a *registry.Error", err)
+				}
+				if want := map[bool]registry.Op{false: registry.OpReadTimeout, true: registry.OpCanceled}[tc.cancel]; e.Op != want {
+					t.Fatalf("op %q, want %q", e.Op, want)
+				}
+			}
+			if got := c.Status().Limit; got != tc.want {
+				t.Fatalf("limit %d after 15 calls (%s), want %d", got, tc.name, tc.want)
+			}
+		})
+	}
+}
