@@ -63,6 +63,54 @@ func TestAdaptiveParks(t *testing.T) {
 	}
 }
 
+// TestAdaptiveRecord: Record closes windows on the bulkhead's clock, the
+// hook hears the change, and the permits above the new limit are parked
+// as their callers give them back.
+func TestAdaptiveRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var changes [][2]int64
+		b, err := NewAdaptive(1, 64, 0, OnLimitChange(func(from, to int64) {
+			changes = append(changes, [2]int64{from, to})
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 64 {
+			if !b.TryAcquire() {
+				t.Fatal("TryAcquire below the ceiling refused")
+			}
+		}
+		window := func(lat time.Duration) {
+			for range minSamples + 1 {
+				time.Sleep(minWindow / minSamples)
+				b.Record(time.Now().Add(-lat), false)
+			}
+		}
+		window(10 * time.Millisecond) // best 10ms, no queue: 64
+		window(40 * time.Millisecond) // x4: 64 x 0.5 + 8 = 40
+		if b.Limit() != 40 || len(changes) != 1 || changes[0] != [2]int64{64, 40} {
+			t.Fatalf("limit %d, changes %v; want 40, [[64 40]]", b.Limit(), changes)
+		}
+		for range 24 {
+			if err := b.Release(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if b.TryAcquire() {
+			t.Fatal("admitted with 40 in flight at limit 40")
+		}
+		if err := b.Release(); err != nil {
+			t.Fatal(err)
+		}
+		if !b.TryAcquire() {
+			t.Fatal("refused with 39 in flight at limit 40")
+		}
+		for range 40 {
+			_ = b.Release()
+		}
+	})
+}
+
 // setLimit sets the enforced limit as a closed window would.
 func setLimit(b *Bulkhead, n int64) {
 	b.adaptive.mu.Lock()
