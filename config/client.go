@@ -149,6 +149,25 @@ type Client struct {
 	// or "1.3".
 	TLSMinVersion string `split_words:"true" validate:"oneof=1.2 1.3" desc:"lowest TLS version accepted"`
 
+	// FaultAbortRatio is the fraction of attempts (0..1) that fault
+	// injection answers with FaultAbortStatus without reaching the
+	// upstream, for drills. Baseline 0; any other value needs
+	// OUTBOUND_FAULTS=on (see docs/fault-drills.md).
+	FaultAbortRatio float64 `split_words:"true" validate:"gte=0,lte=1" desc:"drills: fraction of attempts answered with FAULT_ABORT_STATUS without reaching the system; needs OUTBOUND_FAULTS=on"`
+
+	// FaultAbortStatus is the status of an aborted attempt. Baseline 503.
+	FaultAbortStatus int `split_words:"true" validate:"min=400,max=599" desc:"drills: status of an injected abort; needs OUTBOUND_FAULTS=on"`
+
+	// FaultDelay is how long fault injection holds a delayed attempt
+	// before sending it. Baseline 0. The delay stands for a slow
+	// upstream: it counts against READ_TIMEOUT (a delay that reaches it
+	// ends the attempt as a read timeout) and against the call's deadline.
+	FaultDelay time.Duration `split_words:"true" validate:"gte=0,lte=10m" desc:"drills: delay before an attempt is sent; counts against READ_TIMEOUT; needs OUTBOUND_FAULTS=on"`
+
+	// FaultDelayRatio is the fraction of attempts (0..1) delayed by
+	// FaultDelay. Baseline 0.
+	FaultDelayRatio float64 `split_words:"true" validate:"gte=0,lte=1" desc:"drills: fraction of attempts delayed by FAULT_DELAY; needs OUTBOUND_FAULTS=on"`
+
 	// whole is set by [Baseline]: a Client that starts from it is taken
 	// whole as [System].Defaults, zero fields included.
 	whole bool
@@ -186,6 +205,7 @@ func Baseline() Client {
 		FollowRedirects:       "same-host",
 		MaxRedirects:          3,
 		TLSMinVersion:         "1.2",
+		FaultAbortStatus:      503,
 	}
 }
 

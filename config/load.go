@@ -58,6 +58,7 @@ type Loaded struct {
 	checked  Client   // the settings Load validated
 	ignored  []string // variables under Prefix that are not outbound's
 	tls      tlsState // what Load read from the TLS files
+	faultsOn bool     // OUTBOUND_FAULTS=on: the fault settings may inject
 }
 
 // Ignored returns the variables under the system's prefix that Load left
@@ -252,6 +253,7 @@ func load(env map[string]string, systems []System) ([]Loaded, error) {
 		out = append(out, l)
 		probs = append(probs, ps...)
 	}
+	probs = append(probs, faultsVarProblem(env)...)
 	typos, ignored := unknownVars(env, byPrefix)
 	probs = append(probs, typos...)
 	for i := range out {
@@ -324,6 +326,8 @@ func loadSystem(s System, env map[string]string) (Loaded, []Problem) {
 		}
 	}
 	probs = append(probs, check(&l, bad)...)
+	l.faultsOn = env[FaultsVar] == "on"
+	probs = append(probs, l.faultGuard()...)
 	// The TLS files are read now, so a missing file, a key that does not
 	// match its certificate or an expired certificate joins this report.
 	tlsProbs, warns, files := checkTLSFiles(&l, bad, time.Now())
@@ -343,6 +347,7 @@ func Revalidate(l Loaded) (Loaded, error) {
 	}
 	l.raw = make([]string, len(fields().all)) // the environment's text no longer applies
 	probs := check(&l, nil)
+	probs = append(probs, l.faultGuard()...)
 	tlsProbs, warns, files := checkTLSFiles(&l, nil, time.Now())
 	l.tls = tlsState{read: true, files: files, warns: warns}
 	probs = append(probs, tlsProbs...)

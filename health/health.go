@@ -47,6 +47,11 @@ type Report struct {
 	Ready   bool     `json:"ready"`
 	Reasons []string `json:"reasons"` // why not ready; empty when ready
 	Systems []System `json:"systems"`
+	// FaultInjection names, loudly, every system that injects faults
+	// (drills, OUTBOUND_FAULTS=on) and what: "payments: aborts 10% of
+	// attempts with 503". Absent when none does; it never makes a
+	// service unready by itself.
+	FaultInjection []string `json:"fault_injection,omitempty"`
 }
 
 // System is one system in a [Report].
@@ -55,6 +60,7 @@ type System struct {
 	Breaker  registry.BreakerState `json:"breaker"`
 	InFlight int64                 `json:"in_flight"`
 	Capacity int64                 `json:"capacity"`
+	Faults   string                `json:"faults,omitempty"` // what fault injection does (drills); absent when none
 }
 
 // Readiness returns the readiness probe handler: a JSON [Report] of
@@ -76,7 +82,10 @@ func Readiness(r *registry.Registry, policy Policy) http.Handler {
 		}
 		rep.Ready = len(rep.Reasons) == 0
 		for _, s := range st {
-			rep.Systems = append(rep.Systems, System{Name: s.System, Breaker: s.Breaker, InFlight: s.InFlight, Capacity: s.Capacity})
+			rep.Systems = append(rep.Systems, System{Name: s.System, Breaker: s.Breaker, InFlight: s.InFlight, Capacity: s.Capacity, Faults: s.Faults})
+			if s.Faults != "" {
+				rep.FaultInjection = append(rep.FaultInjection, s.System+": "+s.Faults)
+			}
 		}
 		code := http.StatusOK
 		if !rep.Ready {

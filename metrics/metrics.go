@@ -55,6 +55,7 @@ type Metrics struct {
 	callDur     *prometheus.HistogramVec
 	attemptDur  *prometheus.HistogramVec
 	transitions *prometheus.CounterVec
+	injected    *prometheus.CounterVec // drills: attempts fault injection aborted or delayed
 
 	breakerState *prometheus.Desc
 	inFlight     *prometheus.Desc
@@ -133,6 +134,11 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 			Name: "outbound_breaker_transitions_total",
 			Help: "Circuit breaker state changes.",
 		}, []string{"system", "from", "to"}),
+		injected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name:        "outbound_injected_attempts_total",
+			Help:        "Drills (OUTBOUND_FAULTS=on): attempts fault injection aborted or delayed, by outcome. They are counted here only, not in outbound_attempts_total, outbound_retries_total nor the attempt duration histogram.",
+			ConstLabels: prometheus.Labels{"injected": "true"},
+		}, []string{"system", "outcome"}),
 		breakerState: prometheus.NewDesc("outbound_breaker_state",
 			"Circuit breaker state: 0 closed, 1 half-open, 2 open.", system, nil),
 		inFlight: prometheus.NewDesc("outbound_bulkhead_in_flight",
@@ -184,6 +190,12 @@ func (m *Metrics) Watch(r *registry.Registry) error {
 
 // ObserveAttempt implements registry.Observer.
 func (m *Metrics) ObserveAttempt(e registry.AttemptEvent) {
+	if e.Injected {
+		// A drill's made-up failure or delay: counted apart, so it is
+		// not read as the upstream's.
+		m.injected.WithLabelValues(e.System, e.Outcome.String()).Inc()
+		return
+	}
 	s := m.series(e.System)
 	m.inc(s.attempts[:], m.attempts, s.system, e.Outcome)
 	if e.Outcome == registry.OutcomeBreakerOpen {
@@ -273,6 +285,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.callDur.Describe(ch)
 	m.attemptDur.Describe(ch)
 	m.transitions.Describe(ch)
+	m.injected.Describe(ch)
 	ch <- m.breakerState
 	ch <- m.inFlight
 	ch <- m.capacity
@@ -306,6 +319,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.callDur.Collect(ch)
 	m.attemptDur.Collect(ch)
 	m.transitions.Collect(ch)
+	m.injected.Collect(ch)
 }
 
 // breakerValue is the gauge value of a breaker state.

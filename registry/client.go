@@ -27,6 +27,7 @@ type Client struct {
 	budget    *retryBudget
 	observers []Observer
 	closed    *atomic.Bool // the registry's
+	faults    *faults      // drills only (OUTBOUND_FAULTS=on); nil: none
 
 	redirects http.Client  // the redirect engine of both entry points, inside one permit and one deadline
 	outer     *http.Client // HTTPClient()'s template: the whole pipeline per request, never follows itself
@@ -58,6 +59,10 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Co
 	}
 	if c.bh, err = c.newBulkhead(l.Client); err != nil {
 		return nil, err
+	}
+	c.faults = newFaults(l, o.faultSeed)
+	if c.faults != nil && o.logger != nil {
+		o.logger.Warn("outbound fault injection on", "system", l.Name, "faults", c.faults.desc)
 	}
 	c.transport = newTransport(l.Client, tlsConf)
 	c.rt = c.transport

@@ -41,4 +41,9 @@
 // when retries run out on a status the caller gets the last response.
 // The caller must close the response body; a forgotten body still gives
 // its bulkhead permit back when the call's deadline fires.
+//
+// Drills: with OUTBOUND_FAULTS=on and a system's FAULT_* settings, the
+// send stage aborts or delays a fraction of attempts before the transport
+// (fault.go), so the outer stages see them as real faults; observers,
+// logs and Status mark them injected (docs/fault-drills.md).
 package registry

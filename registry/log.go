@@ -39,6 +39,10 @@ func (o *logObserver) ObserveAttempt(e AttemptEvent) {
 		return
 	}
 	durMS := float64(e.Duration.Microseconds()) / 1000
+	if e.Injected {
+		o.logInjected(ctx, level, e, durMS)
+		return
+	}
 	if e.Err == nil {
 		o.l.LogAttrs(ctx, level, logMsgAttempt,
 			slog.String("system", e.System), slog.String("method", e.Method),
@@ -53,6 +57,17 @@ func (o *logObserver) ObserveAttempt(e AttemptEvent) {
 		slog.Int("attempt", e.Attempt), slog.Int("status", e.Status),
 		slog.Float64("duration_ms", durMS), slog.String("outcome", e.Outcome.String()),
 		slog.String("error", e.Err.Error()))
+}
+
+// logInjected logs an attempt fault injection aborted or delayed (a
+// drill), with injected=true so that it is not read as the upstream's.
+func (o *logObserver) logInjected(ctx context.Context, level slog.Level, e AttemptEvent, durMS float64) {
+	o.l.LogAttrs(ctx, level, logMsgAttempt,
+		slog.String("system", e.System), slog.String("method", e.Method),
+		slog.String("host", e.Host), slog.String("path", e.Path),
+		slog.Int("attempt", e.Attempt), slog.Int("status", e.Status),
+		slog.Float64("duration_ms", durMS), slog.String("outcome", e.Outcome.String()),
+		slog.String("error", errString(e.Err)), slog.Bool("injected", true))
 }
 
 // ObserveCall logs, at Info, the calls that ended before any attempt was

@@ -43,6 +43,9 @@ type AttemptEvent struct {
 	Err      error  // nil when there was a response
 	Duration time.Duration
 	Outcome  Outcome
+	// Injected is true when fault injection (a drill) aborted or
+	// delayed the attempt: its figures are not the upstream's.
+	Injected bool
 }
 
 // CallEvent describes one call from the caller's point of view, from entry
@@ -89,6 +92,7 @@ type options struct {
 	observers []Observer
 	logger    *slog.Logger
 	wrap      func(system string, rt http.RoundTripper) http.RoundTripper
+	faultSeed *uint64 // WithFaultSeed; nil: random
 }
 
 type optionFunc func(*options)

@@ -78,6 +78,9 @@ func (c *Client) observeAttempt(req *http.Request, n int, last bool, resp *http.
 	}
 	ev := AttemptEvent{System: c.name, Method: req.Method, Host: req.URL.Host, Path: pathOf(req),
 		Attempt: n, Err: err, Duration: time.Since(t0), Outcome: OutcomeOK}
+	if c.faults != nil {
+		ev.Injected = injected(resp, err)
+	}
 	failed := OutcomeRetry
 	if last {
 		failed = OutcomeGaveUp

@@ -16,14 +16,41 @@ import (
 // (maybe wrapped for tracing), its error classified by phase (op). avail
 // is the time the attempt had before its deadline (-1: none), which the
 // breaker stage needs to judge a cut attempt fairly.
+//
+// In a drill (fault.go) the faults are injected here, before the
+// transport, so every outer stage sees them as it would see a real
+// failing or slow upstream.
 func (c *Client) send(req *http.Request) (resp *http.Response, op Op, avail time.Duration, err error) {
 	avail = -1
 	if dl, ok := req.Context().Deadline(); ok {
 		avail = time.Until(dl)
 	}
+	if c.faults != nil {
+		return c.sendFaulty(req, avail)
+	}
 	resp, err = c.rt.RoundTrip(req)
 	if err != nil {
 		return nil, classify(req.Context(), err), avail, err
+	}
+	return resp, "", avail, nil
+}
+
+// sendFaulty is send with the system's faults injected first.
+func (c *Client) sendFaulty(req *http.Request, avail time.Duration) (resp *http.Response, op Op, _ time.Duration, err error) {
+	out, resp, op, err, done := c.faults.inject(req)
+	if done {
+		// As a RoundTripper would: the attempt's body is closed, sent
+		// or not.
+		closeBody(req)
+		return resp, op, avail, err
+	}
+	resp, err = c.rt.RoundTrip(out)
+	if err != nil {
+		op = classify(req.Context(), err)
+		if out != req {
+			err = markDelayed(err)
+		}
+		return nil, op, avail, err
 	}
 	return resp, "", avail, nil
 }

@@ -38,6 +38,13 @@ type Status struct {
 	// Config is the effective settings, redacted. It is computed once and
 	// shared by every snapshot: do not modify it.
 	Config []config.Var `json:"config"`
+
+	// Faults says what fault injection does to this system's attempts
+	// (a drill, OUTBOUND_FAULTS=on): "aborts 10% of attempts with 503".
+	// Empty when none; then the counts below stay 0.
+	Faults         string `json:"faults,omitempty"`
+	InjectedAborts uint64 `json:"injected_aborts,omitempty"` // attempts answered by an injected abort
+	InjectedDelays uint64 `json:"injected_delays,omitempty"` // attempts held by an injected delay
 }
 
 // Status returns a snapshot of the client.
@@ -64,6 +71,9 @@ func (c *Client) Status() Status {
 		BudgetCapped:      c.stats.capped.Load(),
 		RetryBudgetDenied: c.stats.retryBudgetDenied.Load(),
 		Config:            c.vars(),
+		Faults:            c.Faults(),
+		InjectedAborts:    c.faults.abortCount(),
+		InjectedDelays:    c.faults.delayCount(),
 	}
 }
 

@@ -29,6 +29,9 @@ type checkSystem struct {
 	// Ignored names the variables under the prefix that are not
 	// outbound's (an SDK's STRIPE_SECRET_KEY); values are never shown.
 	Ignored []string `json:"ignored,omitempty"`
+	// Faults says what fault injection does to the system's attempts
+	// (drills, OUTBOUND_FAULTS=on); absent when none.
+	Faults string `json:"faults,omitempty"`
 }
 
 func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
@@ -82,6 +85,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		for _, l := range loaded {
 			r.Systems = append(r.Systems, checkSystem{
 				Name: l.Name, Prefix: l.Prefix, OK: !failed[l.Name], Vars: l.Vars(), Ignored: l.Ignored(),
+				Faults: injects(l),
 			})
 		}
 		enc := json.NewEncoder(stdout)
@@ -106,6 +110,9 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stdout, "     not outbound's, ignored: %s\n", strings.Join(ign, ", "))
 		}
+		if f := injects(l); f != "" {
+			fmt.Fprintf(stdout, "     FAULT INJECTION ON (drill): %s\n", f)
+		}
 	}
 	for _, p := range probs {
 		fmt.Fprintln(stdout, "  "+p.Error())
@@ -114,9 +121,32 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "  warning: "+w.Error())
 	}
 	summary := plural(len(loaded), "system") + ", " + plural(len(probs), "problem")
+	if n := drills(loaded); n > 0 {
+		summary += ", FAULT INJECTION ON for " + plural(n, "system") + " (" + config.FaultsVar + "=on)"
+	}
 	if len(warnings) > 0 {
 		summary += ", " + plural(len(warnings), "warning")
 	}
 	fmt.Fprintln(stdout, summary)
 	return code
+}
+
+// injects says what faults l injects: "" unless OUTBOUND_FAULTS=on and
+// its FAULT_* settings inject some.
+func injects(l config.Loaded) string {
+	if !l.FaultsAllowed() {
+		return ""
+	}
+	return l.Client.Faults()
+}
+
+// drills counts the systems that inject faults.
+func drills(loaded []config.Loaded) int {
+	n := 0
+	for _, l := range loaded {
+		if injects(l) != "" {
+			n++
+		}
+	}
+	return n
 }
