@@ -29,6 +29,8 @@ type Bulkhead struct {
 	// semaphore.Release from ever panicking.
 	inFlight atomic.Int64
 	rejected atomic.Uint64
+
+	adaptive *adaptive // nil for a fixed bulkhead (New)
 }
 
 // New returns a Bulkhead with capacity permits.
@@ -149,6 +151,9 @@ func (b *Bulkhead) Release() error {
 			break
 		}
 	}
+	if b.adaptive != nil && b.adaptive.keep() {
+		return nil // parked: the limit fell while it was held
+	}
 	// The semaphore holds at least as many permits as inFlight counted,
 	// plus one for each Release between its decrement and this call, so
 	// this cannot underflow.
@@ -163,8 +168,9 @@ func (b *Bulkhead) InFlight() int64 {
 	return b.inFlight.Load()
 }
 
-// Capacity returns the number of permits the bulkhead was created with.
-// It is safe for concurrent use.
+// Capacity returns the number of permits the bulkhead was created with:
+// for an adaptive bulkhead, the ceiling of its limit. It is safe for
+// concurrent use.
 func (b *Bulkhead) Capacity() int64 {
 	return b.capacity
 }

@@ -41,6 +41,24 @@
 // once no permit is held, returns [ErrOverRelease] instead of panicking, and
 // never lets its count drop below zero or rise above its capacity.
 //
+// # Adaptive limit
+//
+// [NewAdaptive] builds a bulkhead whose limit moves between a floor and
+// its capacity (the ceiling) with the latency and failures its caller
+// reports through [Bulkhead.Record], one report per call. It starts at
+// the ceiling. Each window of calls (at least 10 calls and 100ms, and 4
+// best latencies) compares the median latency with the best seen: the
+// limit shrinks in proportion when the median passes 1.25 times the best
+// (at most by half a window), or by half the ratio of failed calls, and
+// grows by √limit while neither happens and at least half the limit was
+// in flight; a limit less than half used comes down on latency only to
+// twice the calls in flight. A best not seen again for 10s (1s after the
+// first window, or after a probe that found a lower one) is re-measured
+// by a window at half the limit. [Bulkhead.Limit] reports the current limit; everything
+// else (ErrFull, the wait, Release) is as for a bulkhead of [New] whose
+// capacity is that limit. A bulkhead of New pays nothing for this but a
+// nil check in Release.
+//
 // # Observing a bulkhead
 //
 // [Bulkhead.InFlight] reports how many permits are held right now and

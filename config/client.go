@@ -58,6 +58,18 @@ type Client struct {
 	// with bulkhead.ErrFull. The wait counts against CallTimeout.
 	BulkheadMaxWait time.Duration `split_words:"true" validate:"gte=0,ltfield=CallTimeout" desc:"how long a call waits for a bulkhead slot; 0 rejects at once"`
 
+	// AdaptiveConcurrency lets the bulkhead's limit move between
+	// MinConcurrent and MaxConcurrent with the latency measured per call:
+	// it shrinks when latency rises above the best seen or calls fail,
+	// and grows while there is no queueing. MaxConcurrent stays the
+	// ceiling and still sizes the pool. Baseline false: a fixed limit.
+	AdaptiveConcurrency bool `split_words:"true" desc:"adapt the bulkhead's limit to measured latency, between MIN_CONCURRENT and MAX_CONCURRENT"`
+
+	// MinConcurrent is the floor of the adaptive limit: it never admits
+	// fewer calls at once. Read only when AdaptiveConcurrency is true.
+	// Baseline 1.
+	MinConcurrent int `split_words:"true" validate:"min=1,max=10000,ltefield=MaxConcurrent" desc:"floor of the adaptive bulkhead limit (with ADAPTIVE_CONCURRENCY)"`
+
 	// Retries is the number of retries after the first attempt, for
 	// requests that are safe to replay. Baseline 2. For a system that
 	// never retries, start its [System].Defaults from [Baseline] and set
@@ -208,6 +220,7 @@ func Baseline() Client {
 		IdleConnTimeout:       90 * time.Second,
 		MaxConcurrent:         32,
 		BulkheadMaxWait:       0,
+		MinConcurrent:         1,
 		Retries:               2,
 		BackoffBase:           100 * time.Millisecond,
 		BackoffMax:            2 * time.Second,

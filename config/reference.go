@@ -81,6 +81,9 @@ func (l Loaded) Summary() string {
 	kv("read", formatDuration(c.ReadTimeout))
 	kv("call", formatDuration(c.CallTimeout))
 	kv("max_concurrent", strconv.Itoa(c.MaxConcurrent))
+	if c.AdaptiveConcurrency {
+		kv("adaptive", strconv.Itoa(c.MinConcurrent)+".."+strconv.Itoa(c.MaxConcurrent))
+	}
 	kv("bulkhead_wait", formatDuration(c.BulkheadMaxWait))
 	kv("retries", strconv.Itoa(c.Retries))
 	kv("backoff", formatDuration(c.BackoffBase)+".."+formatDuration(c.BackoffMax))

@@ -60,6 +60,7 @@ type Metrics struct {
 	breakerState *prometheus.Desc
 	inFlight     *prometheus.Desc
 	capacity     *prometheus.Desc
+	limit        *prometheus.Desc
 	bhRejections *prometheus.Desc
 	budgetCapped *prometheus.Desc
 	fleetSynced  *prometheus.Desc
@@ -147,6 +148,8 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 			"Calls holding a bulkhead permit (until their body is closed).", system, nil),
 		capacity: prometheus.NewDesc("outbound_bulkhead_capacity",
 			"Bulkhead permits: MAX_CONCURRENT.", system, nil),
+		limit: prometheus.NewDesc("outbound_bulkhead_limit",
+			"Calls the bulkhead admits at once now: the adaptive limit (ADAPTIVE_CONCURRENCY), else MAX_CONCURRENT.", system, nil),
 		bhRejections: prometheus.NewDesc("outbound_bulkhead_rejections_total",
 			"Calls refused by the bulkhead: full, or no permit within BULKHEAD_MAX_WAIT.", system, nil),
 		budgetCapped: prometheus.NewDesc("outbound_budget_capped_calls_total",
@@ -295,6 +298,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.breakerState
 	ch <- m.inFlight
 	ch <- m.capacity
+	ch <- m.limit
 	ch <- m.bhRejections
 	ch <- m.budgetCapped
 	ch <- m.fleetSynced
@@ -315,6 +319,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(m.breakerState, prometheus.GaugeValue, breakerValue(st.Breaker), st.System)
 			ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(st.InFlight), st.System)
 			ch <- prometheus.MustNewConstMetric(m.capacity, prometheus.GaugeValue, float64(st.Capacity), st.System)
+			ch <- prometheus.MustNewConstMetric(m.limit, prometheus.GaugeValue, float64(st.Limit), st.System)
 			ch <- prometheus.MustNewConstMetric(m.bhRejections, prometheus.CounterValue, float64(st.BulkheadRejected), st.System)
 			ch <- prometheus.MustNewConstMetric(m.budgetCapped, prometheus.CounterValue, float64(st.BudgetCapped), st.System)
 			if st.Fleet != nil {

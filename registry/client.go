@@ -34,6 +34,10 @@ type Client struct {
 	outer     *http.Client // HTTPClient()'s template: the whole pipeline per request, never follows itself
 
 	stats counters
+
+	// limitShown is the adaptive limit last told to the observers,
+	// guarded by bh's lock (see limitChanged).
+	limitShown int64
 }
 
 type counters struct {
@@ -46,20 +50,18 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Co
 	if err != nil {
 		return nil, err
 	}
-	bh, err := bulkhead.New(int64(l.Client.MaxConcurrent), l.Client.BulkheadMaxWait)
-	if err != nil {
-		return nil, err
-	}
 	c := &Client{
 		name:      l.Name,
 		cfg:       l.Client,
 		vars:      sync.OnceValue(l.Vars),
 		base:      base,
-		bh:        bh,
 		budget:    newRetryBudget(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),
 		hedger:    newHedger(l.Client),
 		observers: o.observers,
 		closed:    closed,
+	}
+	if c.bh, err = c.newBulkhead(l.Client); err != nil {
+		return nil, err
 	}
 	c.faults = newFaults(l, o.faultSeed)
 	if c.faults != nil && o.logger != nil {

@@ -10,6 +10,7 @@ const (
 	logMsgAttempt  = "outbound attempt"
 	logMsgRejected = "outbound call rejected"
 	logMsgBreaker  = "outbound breaker state changed"
+	logMsgLimit    = "outbound concurrency limit changed"
 )
 
 // logObserver writes one record per attempt, one per call refused before
@@ -122,4 +123,16 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// ObserveLimit logs a large move of an adaptive limit at Info. It runs
+// under the bulkhead's lock: it only formats and hands the record to the
+// handler.
+func (o *logObserver) ObserveLimit(e LimitEvent) {
+	ctx := context.Background()
+	if !o.l.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	o.l.LogAttrs(ctx, slog.LevelInfo, logMsgLimit, slog.String("system", e.System),
+		slog.Int64("from", e.From), slog.Int64("to", e.To), slog.Int64("ceiling", e.Ceiling))
 }

@@ -52,7 +52,11 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 	}
 	b := &body{p: permit{c: c, ctx: ctx, cancel: cancel, stream: st}}
 	b.p.stop = context.AfterFunc(ctx, b.p.release)
+	t0 := c.admitted()
 	resp, err := send(c.prepare(req, ctx))
+	if c.bh.Adaptive() {
+		c.record(t0, resp, err)
+	}
 	if err != nil {
 		b.p.done()
 		return nil, err

@@ -24,7 +24,8 @@ type Status struct {
 	Breaker       BreakerState  `json:"breaker"`
 	BreakerCounts BreakerCounts `json:"breaker_counts"`
 	InFlight      int64         `json:"in_flight"`
-	Capacity      int64         `json:"capacity"`
+	Capacity      int64         `json:"capacity"` // MAX_CONCURRENT: the ceiling of an adaptive limit
+	Limit         int64         `json:"limit"`    // the bulkhead's current limit: Capacity unless ADAPTIVE_CONCURRENCY
 
 	Calls             uint64 `json:"calls"`               // calls admitted by the bulkhead
 	OK                uint64 `json:"ok"`                  // calls answered with a response not retried
@@ -81,6 +82,7 @@ func (c *Client) Status() Status {
 		},
 		InFlight:          c.bh.InFlight(),
 		Capacity:          c.bh.Capacity(),
+		Limit:             c.bh.Limit(),
 		Calls:             c.stats.calls.Load(),
 		OK:                c.stats.ok.Load(),
 		Retries:           c.stats.retries.Load(),

@@ -1,0 +1,435 @@
+package registry_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/bulkhead"
+	"github.com/outbound-go/outbound/outboundtest"
+	"github.com/outbound-go/outbound/outboundtest/registrytest"
+	"github.com/outbound-go/outbound/registry"
+)
+
+// capacityUpstream is an upstream with a real capacity: workers serve one
+// request each for service, the others queue in arrival order, so latency
+// grows with the load beyond the workers. failEvery > 0 answers 503 to
+// every failEvery-th request (after its service, as a loaded server would).
+type capacityUpstream struct {
+	service   time.Duration
+	failEvery int64
+
+	mu      sync.Mutex
+	workers int
+	busy    int
+	queue   []chan struct{}
+	n       atomic.Int64
+}
+
+func newCapacityUpstream(workers int, service time.Duration) *capacityUpstream {
+	return &capacityUpstream{workers: workers, service: service}
+}
+
+func (u *capacityUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !u.enter(r.Context()) {
+		return
+	}
+	t := time.NewTimer(u.service)
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+		t.Stop()
+	}
+	u.leave()
+	if u.failEvery > 0 && u.n.Add(1)%u.failEvery == 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Length", "2")
+	_, _ = io.WriteString(w, "ok")
+}
+
+// enter takes a worker, queueing for one; false if ctx ended first.
+func (u *capacityUpstream) enter(ctx context.Context) bool {
+	u.mu.Lock()
+	if u.busy < u.workers {
+		u.busy++
+		u.mu.Unlock()
+		return true
+	}
+	ch := make(chan struct{})
+	u.queue = append(u.queue, ch)
+	u.mu.Unlock()
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		u.mu.Lock()
+		i := slices.Index(u.queue, ch)
+		if i >= 0 {
+			u.queue = slices.Delete(u.queue, i, i+1)
+		}
+		u.mu.Unlock()
+		if i < 0 {
+			u.leave() // handed a worker just as ctx ended
+		}
+		return false
+	}
+}
+
+// leave frees a worker, handing it to the longest waiter.
+func (u *capacityUpstream) leave() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.busy <= u.workers && len(u.queue) > 0 {
+		close(u.queue[0])
+		u.queue = u.queue[1:]
+		return
+	}
+	u.busy--
+}
+
+// resize sets the number of workers, waking waiters if it grew.
+func (u *capacityUpstream) resize(n int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.workers = n
+	for u.busy < u.workers && len(u.queue) > 0 {
+		u.busy++
+		close(u.queue[0])
+		u.queue = u.queue[1:]
+	}
+}
+
+// load is the figures of one closed-loop run.
+type load struct {
+	ok, failed, full int64
+	lat              []time.Duration // of the calls answered 200
+	limits           []int64         // Status().Limit every 100ms
+}
+
+func (l *load) pct(p float64) time.Duration {
+	if len(l.lat) == 0 {
+		return 0
+	}
+	s := slices.Clone(l.lat)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+func (l *load) String() string {
+	return fmt.Sprintf("%d ok, %d failed, %d refused by the bulkhead; p50 %v, p99 %v",
+		l.ok, l.failed, l.full, l.pct(0.5).Round(100*time.Microsecond), l.pct(0.99).Round(100*time.Microsecond))
+}
+
+// drive runs callers closed-loop against c for d: each sends GET /, reads
+// and closes the body, and sends the next; a caller refused by the
+// bulkhead waits 5ms before it tries again. every runs each 100ms.
+func drive(t *testing.T, c *registry.Client, callers int, d time.Duration, every func(elapsed time.Duration)) *load {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var (
+		mu  sync.Mutex
+		res load
+		wg  sync.WaitGroup
+	)
+	for range callers {
+		wg.Go(func() {
+			var mine []time.Duration
+			var ok, failed, full int64
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				status, err := getOnce(c)
+				switch {
+				case errors.Is(err, bulkhead.ErrFull):
+					full++
+					time.Sleep(5 * time.Millisecond)
+				case err != nil:
+					if failed++; failed == 1 {
+						t.Logf("first error: %v", err)
+					}
+				case status != http.StatusOK:
+					failed++
+				default:
+					ok++
+					mine = append(mine, time.Since(t0))
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			res.ok, res.failed, res.full = res.ok+ok, res.failed+failed, res.full+full
+			res.lat = append(res.lat, mine...)
+		})
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick.C:
+			res.limits = append(res.limits, c.Status().Limit)
+			if every != nil {
+				every(time.Since(start))
+			}
+		}
+	}
+	wg.Wait()
+	return &res
+}
+
+// getOnce sends GET / with its own bound (the end of a run must not
+// spend the budget of the calls sent just before it), reads the body and
+// closes it.
+func getOnce(c *registry.Client) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Body.Close()
+}
+
+// adaptiveEnv is the variables of system sys on url, 64 permits at most,
+// no retries (a call is one attempt), and extra on top.
+func adaptiveEnv(sys, url string, extra ...string) map[string]string {
+	p := strings.ToUpper(sys)
+	env := map[string]string{
+		"OUTBOUND_SYSTEMS":    sys,
+		p + "_BASE_URL":       url,
+		p + "_MAX_CONCURRENT": "64",
+		p + "_RETRIES":        "0",
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		env[p+"_"+extra[i]] = extra[i+1]
+	}
+	return env
+}
+
+// Issue 15, test 1: 64 callers on an upstream of 8 workers x 10ms (800
+// calls/s). A fixed MAX_CONCURRENT=64 queues 56 calls at the upstream
+// (p99 ~ 8 x 10ms); the adaptive limit settles near 8..16, keeps the
+// upstream busy and the latency within 2-3x the service time. The limit
+// is logged when it moves a lot.
+func TestIssue15AdaptiveSettlesNearCapacity(t *testing.T) {
+	const service, workers, callers = 10 * time.Millisecond, 8, 64
+	const run = 3 * time.Second
+	capacity := float64(workers) * float64(run) / float64(service)
+	results := map[string]*load{}
+	logs := &limitLogs{}
+	for _, adaptive := range []string{"false", "true"} {
+		up := newCapacityUpstream(workers, service)
+		srv := outboundtest.NewUpstream(t, up)
+		logger := slog.New(logs)
+		reg := registrytest.New(t, adaptiveEnv("up", srv.URL, "ADAPTIVE_CONCURRENCY", adaptive),
+			registrytest.With(registry.WithLogger(logger)), registrytest.Watch(srv))
+		res := drive(t, reg.MustClient("up"), callers, run, nil)
+		results[adaptive] = res
+		t.Logf("adaptive=%s: %v; %.0f%% of capacity", adaptive, res, 100*float64(res.ok)/capacity)
+	}
+	fixed, adapt := results["false"], results["true"]
+	t.Logf("adaptive limit every 100ms: %v", adapt.limits)
+	// The median of the second half, so that one noisy window of a
+	// loaded machine does not decide; and never back near the ceiling.
+	tail := slices.Clone(adapt.limits[len(adapt.limits)/2:])
+	slices.Sort(tail)
+	if med := tail[len(tail)/2]; med < 6 || med > 20 || tail[len(tail)-1] > 32 {
+		t.Errorf("second half: median limit %d, highest %d; want about 8..16 and at most 32", med, tail[len(tail)-1])
+	}
+	// Generous bounds: under -race on a shared machine the client's own
+	// CPU delays are part of every latency; the figures are logged.
+	if float64(adapt.ok) < 0.5*float64(fixed.ok) {
+		t.Errorf("adaptive served %d calls, want >= 50%% of the fixed bulkhead's %d", adapt.ok, fixed.ok)
+	}
+	if p50 := adapt.pct(0.5); p50 > fixed.pct(0.5)/2 {
+		t.Errorf("adaptive p50 %v, want <= half the fixed bulkhead's %v (its queue)", p50, fixed.pct(0.5))
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	t.Logf("log records of the limit: %s", logs.b.String())
+	if !strings.Contains(logs.b.String(), `msg="outbound concurrency limit changed" system=up from=64 `) {
+		t.Errorf("no log record of the limit leaving 64")
+	}
+}
+
+// limitLogs keeps, as text, the records of the limit's moves; it drops
+// the others (thousands of rejections) unformatted.
+type limitLogs struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *limitLogs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *limitLogs) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *limitLogs) WithGroup(string) slog.Handler            { return l }
+func (l *limitLogs) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message != "outbound concurrency limit changed" {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slog.NewTextHandler(&l.b, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}).Handle(ctx, r)
+}
+
+// Issue 15, test 2: the upstream's workers go 8 -> 32 -> 4 (50ms each,
+// so that 32 workers stay within what a loaded test machine can drive
+// under -race); the limit follows each way within a couple of seconds
+// (the figures are logged).
+func TestIssue15AdaptiveFollowsCapacity(t *testing.T) {
+	up := newCapacityUpstream(8, 50*time.Millisecond)
+	srv := outboundtest.NewUpstream(t, up)
+	reg := registrytest.New(t, adaptiveEnv("up", srv.URL, "ADAPTIVE_CONCURRENCY", "true"), registrytest.Watch(srv))
+	const phase = 2500 * time.Millisecond
+	var atGrow, atShrink int64
+	var grewAt, shrankAt time.Duration
+	c := reg.MustClient("up")
+	res := drive(t, c, 64, 3*phase, func(e time.Duration) {
+		l := c.Status().Limit
+		switch {
+		case atGrow == 0 && e >= phase:
+			atGrow = l
+			up.resize(32)
+		case atShrink == 0 && e >= 2*phase:
+			atShrink = l
+			up.resize(4)
+		case atGrow != 0 && atShrink == 0 && grewAt == 0 && l >= 32:
+			grewAt = e - phase
+		case atShrink != 0 && shrankAt == 0 && l <= 10:
+			shrankAt = e - 2*phase
+		}
+	})
+	t.Logf("%v; limit every 100ms (8 workers, 32 from %v, 4 from %v): %v", res, phase, 2*phase, res.limits)
+	t.Logf("the limit went from %d to 32 in %v after the capacity grew, from %d to 10 in %v after it fell",
+		atGrow, grewAt, atShrink, shrankAt)
+	if atGrow >= 32 {
+		t.Errorf("limit %d with 8 workers after %v, want it settled below 32", atGrow, phase)
+	}
+	if grewAt <= 0 || grewAt > 2*time.Second {
+		t.Errorf("the limit reached 32 %v after the capacity grew to 32, want within 2s", grewAt)
+	}
+	if shrankAt == 0 || shrankAt > 2*time.Second {
+		t.Errorf("the limit fell to 10 %v after the capacity fell to 4, want within 2s", shrankAt)
+	}
+}
+
+// Issue 15, test 3: an upstream that answers 503 to one call in five.
+// The limit shrinks (from 32, with no queueing at all), and with
+// BREAKER_FAILURE_RATIO=0.15 the breaker still opens on the ratio.
+func TestIssue15AdaptiveShrinksOnFailures(t *testing.T) {
+	t.Run("limit", func(t *testing.T) {
+		up := newCapacityUpstream(64, 10*time.Millisecond)
+		up.failEvery = 5
+		srv := outboundtest.NewUpstream(t, up)
+		reg := registrytest.New(t, adaptiveEnv("up", srv.URL, "ADAPTIVE_CONCURRENCY", "true",
+			"MAX_CONCURRENT", "32", "MIN_CONCURRENT", "4"), registrytest.Watch(srv))
+		res := drive(t, reg.MustClient("up"), 32, time.Second, nil)
+		t.Logf("%v; limit every 100ms: %v", res, res.limits)
+		if last := res.limits[len(res.limits)-1]; last > 24 {
+			t.Errorf("limit %d after 1s of 20%% 503s, want it shrunk from 32 to 24 or less", last)
+		}
+	})
+	t.Run("breaker", func(t *testing.T) {
+		up := newCapacityUpstream(64, time.Millisecond)
+		up.failEvery = 5
+		srv := outboundtest.NewUpstream(t, up)
+		reg := registrytest.New(t, adaptiveEnv("up", srv.URL, "ADAPTIVE_CONCURRENCY", "true",
+			"BREAKER_FAILURE_RATIO", "0.15", "BREAKER_MIN_REQUESTS", "20"), registrytest.Watch(srv))
+		c := reg.MustClient("up")
+		for i := range 100 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+			resp, err := c.Do(req)
+			cancel()
+			if errors.Is(err, registry.ErrCircuitOpen) {
+				if i < 20 {
+					t.Fatalf("breaker open after %d calls, want the ratio judged after 20", i)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+		}
+		t.Fatalf("breaker still closed after 100 calls with 20%% failing, status %+v", c.Status().BreakerCounts)
+	})
+}
+
+// With ADAPTIVE_CONCURRENCY off, the limit is MAX_CONCURRENT and the
+// bulkhead is the fixed one.
+func TestIssue15FixedByDefault(t *testing.T) {
+	t.Parallel()
+	srv := outboundtest.NewUpstream(t, outboundtest.Healthy())
+	reg := registrytest.New(t, adaptiveEnv("up", srv.URL, "MAX_CONCURRENT", "7"), registrytest.Watch(srv))
+	if st := reg.MustClient("up").Status(); st.Limit != 7 || st.Capacity != 7 {
+		t.Fatalf("limit %d, capacity %d; want 7, 7", st.Limit, st.Capacity)
+	}
+}
+
+// The adaptive bulkhead counts a call that timed out as a failure of the
+// upstream, and does not count one the caller cancelled: 15 read
+// timeouts halve the limit, 15 cancellations leave it alone.
+func TestIssue15CancelledCallsAreNotFailures(t *testing.T) {
+	t.Parallel()
+	hang := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	for _, tc := range []struct {
+		name   string
+		cancel bool
+		want   int64
+	}{
+		{"read timeout", false, 8},
+		{"caller cancels", true, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := outboundtest.NewUpstream(t, hang)
+			reg := registrytest.New(t, adaptiveEnv("up", srv.URL, "ADAPTIVE_CONCURRENCY", "true", "MAX_CONCURRENT", "16",
+				"CONNECT_TIMEOUT", "10ms", "TLS_HANDSHAKE_TIMEOUT", "50ms", "READ_TIMEOUT", "50ms", "CALL_TIMEOUT", "2s"),
+				registrytest.Watch(srv))
+			c := reg.MustClient("up")
+			for range 15 {
+				ctx, cancel := context.WithCancel(context.Background())
+				stop := time.AfterFunc(time.Second, cancel)
+				if tc.cancel {
+					stop.Reset(10 * time.Millisecond) // before READ_TIMEOUT; 15 calls span a window
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+				_, err := c.Do(req)
+				stop.Stop()
+				cancel()
+				var e *registry.Error
+				if !errors.As(err, &e) {
+					t.Fatalf("err %v, want a *registry.Error", err)
+				}
+				if want := map[bool]registry.Op{false: registry.OpReadTimeout, true: registry.OpCanceled}[tc.cancel]; e.Op != want {
+					t.Fatalf("op %q, want %q", e.Op, want)
+				}
+			}
+			if got := c.Status().Limit; got != tc.want {
+				t.Fatalf("limit %d after 15 calls (%s), want %d", got, tc.name, tc.want)
+			}
+		})
+	}
+}
