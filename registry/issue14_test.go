@@ -213,7 +213,10 @@ func TestIssue14EverythingSlow(t *testing.T) {
 			t.Logf("note: hedges sent %d", s.st.HedgesSent)
 		}
 	}
-	if p99[1] > p99[0]+50*time.Millisecond {
+	// The two runs share a machine with the rest of the suite: allow for
+	// its noise (measured up to 80ms on a loaded 2-core box), not for a
+	// tail that waits on losers (that would add a whole 300ms).
+	if p99[1] > p99[0]+150*time.Millisecond {
 		t.Errorf("p99 with hedging %v, without %v: hedging made the tail worse", p99[1], p99[0])
 	}
 }

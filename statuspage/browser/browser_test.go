@@ -82,6 +82,10 @@ func TestBrowserLiveUpdate(t *testing.T) {
 	t.Setenv("PAYMENTS_READ_TIMEOUT", "15s")
 	t.Setenv("SHIPPING_BASE_URL", slow.URL)
 	t.Setenv("SHIPPING_MAX_CONCURRENT", "4")
+	// The 3 held calls must outlive the whole test, however slow the
+	// machine: the page is read while they are still in flight.
+	t.Setenv("SHIPPING_READ_TIMEOUT", "60s")
+	t.Setenv("SHIPPING_CALL_TIMEOUT", "90s")
 
 	rec := statuspage.NewRecorder()
 	reg, err := registry.FromEnvWith(nil, registry.WithObserver(rec))
