@@ -2,7 +2,9 @@ package fleet_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"github.com/outbound-go/outbound/fleet/redistest"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
+	"github.com/outbound-go/outbound/statuspage"
 )
 
 // breakerLog is an observer that keeps the breaker changes it is told.
@@ -68,12 +71,23 @@ func TestFleetChangesReachObservers(t *testing.T) {
 		"PAYMENTS_BREAKER_HALF_OPEN_PROBES": "1"}
 	logA, logB := &breakerLog{}, &breakerLog{}
 	a := startPods(t, 1, srv, "observe", "fleet", up.URL, extra, registry.WithObserver(logA))[0]
-	b := startPods(t, 1, srv, "observe", "fleet", up.URL, extra, registry.WithObserver(logB))[0]
+	recB := statuspage.NewRecorder()
+	b := startPods(t, 1, srv, "observe", "fleet", up.URL, extra, registry.WithObserver(logB), registry.WithObserver(recB))[0]
 
 	callUntil(t, a.c, registry.BreakerOpen)
 	waitFor(t, 2*time.Second, "B told of the fleet's open", func() bool { return len(logB.events()) == 1 })
 	if st := b.c.Status().Breaker; st != registry.BreakerOpen {
 		t.Errorf("B's Status: %s, want open", st)
+	}
+	// B's status page says when: the change reached its recorder too.
+	w := httptest.NewRecorder()
+	statuspage.Handler(b.reg, recB).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/status.json", nil))
+	var snap statuspage.Snapshot
+	if err := json.Unmarshal(w.Body.Bytes(), &snap); err != nil || len(snap.Systems) != 1 {
+		t.Fatalf("status.json: %v\n%s", err, w.Body)
+	}
+	if s := snap.Systems[0]; s.Breaker != registry.BreakerOpen || s.BreakerChangedAt == nil {
+		t.Errorf("B's status page: breaker %s, changed at %v; want open, with a time", s.Breaker, s.BreakerChangedAt)
 	}
 	healthy.Store(true)
 	// No call, no Status: the loop tells B of the half-open by itself.
