@@ -29,7 +29,7 @@ func faultsVarProblem(env map[string]string) []Problem {
 		return nil
 	}
 	return []Problem{{Var: FaultsVar, Value: v, Source: FromEnv,
-		Rule: "must be on or off (unset: off); on allows the <SYSTEM>_FAULT_* drills"}}
+		Rule: "must be " + faultsShape}}
 }
 
 // faultGuard reports every fault setting of l that is set (by the

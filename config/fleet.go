@@ -68,10 +68,10 @@ func (f Fleet) problems(src Source) []Problem {
 	switch {
 	case f.Namespace == "" && f.RedisURL != "":
 		probs = append(probs, Problem{Var: FleetNamespaceVar, Source: FromBaseline,
-			Rule: "required with " + FleetRedisURLVar + ": name the service (e.g. checkout), so that two services on one Redis never share a breaker"})
+			Rule: namespaceNeeded + ": name the service (e.g. checkout), so that two services on one Redis never share a breaker"})
 	case f.Namespace != "" && !namespaceRE.MatchString(f.Namespace):
 		probs = append(probs, Problem{Var: FleetNamespaceVar, Value: f.Namespace, Source: src,
-			Rule: "must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"})
+			Rule: "must be " + namespaceShape})
 	}
 	return probs
 }
@@ -83,7 +83,7 @@ func redisURLProblem(s string) string {
 	case err != nil || redact.UserinfoOutsideAuthority(s):
 		return "not a URL: if the password holds '/', '?', '#', '@' or '%', percent-encode them (%2F, %3F, %23, %40, %25)"
 	case u.Scheme != "redis" && u.Scheme != "rediss":
-		return "must be a redis:// or rediss:// URL (e.g. rediss://:password@redis.internal:6379/0)"
+		return "must be " + redisURLScheme + " (e.g. rediss://:password@redis.internal:6379/0)"
 	case u.Hostname() == "":
 		return "must name a host"
 	case u.Port() != "" && !validPort(u.Port()):

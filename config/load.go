@@ -172,10 +172,10 @@ func checkName(name string) string {
 	switch {
 	case name == "":
 		return "system name is empty"
-	case len(name) > 63:
-		return "system name is longer than 63 bytes"
+	case len(name) > maxNameLen:
+		return "system name is longer than " + strconv.Itoa(maxNameLen) + " bytes"
 	case !nameRE.MatchString(name):
-		return "system name must be lower case letters, digits, '-' or '_', starting with a letter (e.g. payments, order-history)"
+		return "system name must be " + nameShape + " (e.g. payments, order-history)"
 	case Prefix(name) == "OUTBOUND":
 		return "system name \"outbound\" is reserved (OUTBOUND_* variables configure the registry itself)"
 	}

@@ -40,6 +40,13 @@ type circuit struct {
 	restore     atomic.Bool   // Redis holds an older version than view
 	leased      time.Time     // the last lease request (the loop's alone)
 
+	// The observers' view (report.go): the state last reported, and the
+	// local breaker's as its last change said.
+	report     atomic.Pointer[func(from, to gobreaker.State)] // nil: nobody listens
+	localState atomic.Int32
+	showMu     sync.Mutex   // orders the reports
+	shown      atomic.Int32 // written under showMu
+
 	mu       sync.Mutex
 	results  []probeResult // probe outcomes not yet sent
 	proposed int64         // the closed version this pod last asked to open
@@ -78,6 +85,7 @@ func (c *circuit) Execute(send func() (*http.Response, error)) (*http.Response, 
 		if now.Before(v.until) {
 			return nil, gobreaker.ErrOpenState
 		}
+		c.showHalfOpen()
 		return c.probe(v, now, send)
 	}
 	resp, err := c.local.Execute(send)
@@ -138,6 +146,7 @@ func (c *circuit) State() gobreaker.State {
 			if time.Now().Before(v.until) {
 				return gobreaker.StateOpen
 			}
+			c.showHalfOpen()
 			return gobreaker.StateHalfOpen
 		}
 	}

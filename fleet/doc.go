@@ -47,6 +47,17 @@
 //     came back empty) is written back from the pods' view. [Fleet.Sync]
 //     says which, since when, and the last error.
 //
+// # What observers see
+//
+// The registry's observers (metrics' transition counter, the status
+// page's "breaker changed at", the log) are told of every change of a
+// system's breaker as its Status shows it, whatever caused it: its own
+// local breaker, another pod tripping the fleet's, the open time passing
+// (half-open, told within a FlushInterval even without calls), a probe
+// closing it, Redis failing (the local breaker's state) or coming back.
+// Each change is told once on each pod: a pod whose own breaker tripped
+// the fleet's is told closed->open once, not twice.
+//
 // Keys live under outbound:fleet:<namespace>:<system>: and changes are
 // published on outbound:fleet:<namespace>, so two services on one Redis
 // never share a breaker. A plain Redis (or a primary) is assumed: the

@@ -166,6 +166,7 @@ func (f *Fleet) Close() error {
 	f.cancel()
 	f.ps.Close()
 	f.done.Wait()
+	f.showAll() // every breaker local from now on
 	return f.rdb.Close()
 }
 

@@ -35,6 +35,7 @@ func (f *Fleet) loop(ctx context.Context) {
 		if f.step(ctx, read) {
 			last = time.Now()
 		}
+		f.showAll() // what the round trip read, or the open time passing
 	}
 }
 
@@ -203,6 +204,7 @@ func (f *Fleet) listen(ctx context.Context) {
 				return
 			}
 			f.fail(err)
+			f.showAll()
 			select {
 			case <-ctx.Done():
 				return
@@ -217,6 +219,7 @@ func (f *Fleet) listen(ctx context.Context) {
 			}
 			if err != nil {
 				f.fail(err)
+				f.showAll() // degraded: every breaker local
 				break
 			}
 			switch m := msg.(type) {
@@ -257,6 +260,7 @@ func (f *Fleet) onMessage(payload string) {
 		return
 	}
 	c.apply(ver, w[2] == "1", time.Duration(left)*time.Millisecond, time.Now())
+	c.show()
 }
 
 func sortCircuits(cs []*circuit) {

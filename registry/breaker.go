@@ -25,11 +25,31 @@ import (
 // call before the bulkhead) and by [Client.Status]; Counts by Status. All
 // three are called from any goroutine, concurrently, and must be quick:
 // they are on every call's path. A Circuit that also has a method
-// FleetSync() FleetSync has it shown in Status.
+// FleetSync() FleetSync has it shown in Status; one that is a
+// [StateReporter] tells the observers of its own changes of state.
 type Circuit interface {
 	Execute(send func() (*http.Response, error)) (*http.Response, error)
 	State() gobreaker.State
 	Counts() gobreaker.Counts
+}
+
+// StateReporter is an optional interface of a [Circuit] given by
+// [WithFleetCircuit] whose State is not only its local breaker's: a
+// fleet's, which changes when another pod trips, when the open time
+// passes, or when Redis fails. Without it the observers hear of the local
+// breaker's changes only.
+//
+// The registry calls ReportStates once, while it builds the client, before
+// any call. From then on the local breaker's changes go to the function
+// ReportStates returns instead of to the observers (it runs while the
+// local breaker holds its lock, so it must not call the local breaker),
+// and the Circuit calls report for every change of its State, whatever
+// caused it, once per change and in order (from is the state last
+// reported; the first is closed). report runs the observers'
+// ObserveBreaker synchronously: call it from no lock that Execute, State
+// or Counts takes.
+type StateReporter interface {
+	ReportStates(report func(from, to gobreaker.State)) (local func(from, to gobreaker.State))
 }
 
 // Verdict is how the breaker stage counts an attempt.
@@ -176,6 +196,17 @@ func (e *attemptError) Unwrap() error { return e.err }
 // errFailedStatus marks an attempt that got a response the breaker counts
 // as a failure. The response travels with it.
 var errFailedStatus = errors.New("failed status")
+
+// localChanged is the hook of the system's own breaker: its changes go to
+// the observers, or to the fleet's circuit when it reports the states
+// ([StateReporter]).
+func (c *Client) localChanged(from, to gobreaker.State) {
+	if c.toCircuit != nil {
+		c.toCircuit(from, to)
+		return
+	}
+	c.breakerChanged(from, to)
+}
 
 func newBreaker(name string, c config.Client, onChange func(from, to gobreaker.State)) *gobreaker.CircuitBreaker[*http.Response] {
 	minReq := uint32(c.BreakerMinRequests)

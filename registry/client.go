@@ -10,6 +10,7 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/redact"
+	"github.com/sony/gobreaker/v2"
 )
 
 // Client is the resilient HTTP client of one external system. Use [Do],
@@ -23,7 +24,8 @@ type Client struct {
 	transport *http.Transport
 	rt        http.RoundTripper // transport, maybe wrapped for tracing
 	bh        *bulkhead.Bulkhead
-	cb        Circuit // the breaker stage's state: the system's gobreaker, or its fleet's
+	cb        Circuit                        // the breaker stage's state: the system's gobreaker, or its fleet's
+	toCircuit func(from, to gobreaker.State) // where the gobreaker's changes go when cb reports states; nil: the observers
 	budget    *retryBudget
 	hedger    *hedger // nil: the system does not hedge
 	observers []Observer
@@ -72,10 +74,13 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Co
 	if o.wrap != nil {
 		c.rt = o.wrap(l.Name, c.transport)
 	}
-	c.cb = newBreaker(l.Name, l.Client, c.breakerChanged)
+	c.cb = newBreaker(l.Name, l.Client, c.localChanged)
 	if l.Client.BreakerScope == "fleet" {
 		if c.cb, err = o.fleetCircuit(l, c.cb); err != nil {
 			return nil, err
+		}
+		if sr, ok := c.cb.(StateReporter); ok {
+			c.toCircuit = sr.ReportStates(c.breakerChanged)
 		}
 	}
 	policy := redirectPolicy(l.Client, base)

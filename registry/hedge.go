@@ -66,7 +66,9 @@ func (c *Client) hedge(req *http.Request, n int, last bool) (*http.Response, Op,
 			if sent < h.max && c.mayHedge() {
 				hreq, ok := hedgeRequest(req)
 				if !ok {
+					// Not sent: give back what mayHedge took.
 					c.releaseHedges(1)
+					c.budget.refund()
 					continue
 				}
 				sent++
@@ -146,6 +148,14 @@ func (c *Client) mayHedge() bool {
 		return false
 	}
 	return true
+}
+
+// refund gives back the token of a retry that was taken but never sent
+// (a hedge whose body could not be produced again).
+func (b *retryBudget) refund() {
+	b.mu.Lock()
+	b.tokens = min(b.maxTokens, b.tokens+1)
+	b.mu.Unlock()
 }
 
 // releaseHedges gives back the bulkhead permits of n hedges.

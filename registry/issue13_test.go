@@ -132,3 +132,85 @@ func TestIssue13Judge(t *testing.T) {
 		t.Errorf("Judge allocates %v times", n)
 	}
 }
+
+// changeLog is an observer that keeps the breaker changes it is told.
+type changeLog struct {
+	mu sync.Mutex
+	ev []string
+}
+
+func (*changeLog) ObserveAttempt(AttemptEvent) {}
+func (*changeLog) ObserveCall(CallEvent)       {}
+func (l *changeLog) ObserveBreaker(system string, from, to BreakerState) {
+	l.mu.Lock()
+	l.ev = append(l.ev, system+" "+string(from)+"->"+string(to))
+	l.mu.Unlock()
+}
+
+func (l *changeLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.ev, "; ")
+}
+
+// reportingCircuit is a countingCircuit that reports its own states: it
+// keeps the local breaker's changes it is given and the registry's hook.
+type reportingCircuit struct {
+	*countingCircuit
+	report func(from, to gobreaker.State)
+	local  []string
+}
+
+func (c *reportingCircuit) ReportStates(report func(from, to gobreaker.State)) func(from, to gobreaker.State) {
+	c.report = report
+	return func(from, to gobreaker.State) { c.local = append(c.local, from.String()+"->"+to.String()) }
+}
+
+// Issue 13: a fleet circuit that is a StateReporter gets the registry's
+// observer hook and the local breaker's changes, which no longer reach
+// the observers directly (the circuit reports what its State shows, once);
+// one that is not leaves the local breaker's changes to the observers.
+func TestIssue13StateReporter(t *testing.T) {
+	srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable})
+	env := fleetEnv(srv.URL)
+	env["PAY_BREAKER_MIN_REQUESTS"] = "1"
+	loaded, err := config.LoadEnv(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reports := range []bool{false, true} {
+		obs := &changeLog{}
+		var rc *reportingCircuit
+		r, err := New(loaded, WithObserver(obs), WithFleetCircuit(func(_ string, _ config.Client, local Circuit) (Circuit, error) {
+			cc := &countingCircuit{local: local, seen: map[Verdict]int{}}
+			if !reports {
+				return cc, nil
+			}
+			rc = &reportingCircuit{countingCircuit: cc}
+			return rc, nil
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		pay := r.MustClient("pay")
+		resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), pay, "/") // 503: the local breaker trips
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbrRead(t, resp)
+		if !reports {
+			if got := obs.String(); got != "pay closed->open" {
+				t.Errorf("no StateReporter: observer told %q, want the local breaker's change", got)
+			}
+			continue
+		}
+		if got := obs.String(); got != "" || rc.report == nil || strings.Join(rc.local, "; ") != "closed->open" {
+			t.Fatalf("StateReporter: observer told %q, circuit given %q and hook %v; want nothing, closed->open, a hook", got, rc.local, rc.report != nil)
+		}
+		rc.report(gobreaker.StateOpen, gobreaker.StateHalfOpen)
+		if got := obs.String(); got != "pay open->half-open" {
+			t.Errorf("StateReporter: observer told %q, want what the circuit reported", got)
+		}
+	}
+}

@@ -562,3 +562,51 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestIssue14HedgeGetBodyFailsGivesTokenBack: a hedge whose body cannot
+// be produced again (GetBody fails) is not sent, and gives back both what
+// it took: its bulkhead permit and its retry-budget token. The first copy
+// is answered only once the hedge has called GetBody, so the hedge always
+// tries; the retry budget starts full and gains nothing per second, so a
+// token kept by the failed hedge shows as a budget below its ceiling.
+func TestIssue14HedgeGetBodyFailsGivesTokenBack(t *testing.T) {
+	t.Parallel()
+	tried := make(chan struct{})
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-tried:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	c := hgClient(t, up.URL, map[string]string{"HEDGE_DELAY": "10ms", "RETRY_BUDGET_MIN_PER_SEC": "0"})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "/orders", bytes.NewReader([]byte("order=42")))
+	req.Header.Set("Idempotency-Key", "k-1")
+	var once sync.Once
+	req.GetBody = func() (io.ReadCloser, error) {
+		once.Do(func() { close(tried) })
+		return nil, fmt.Errorf("body gone")
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, want 200 from the first copy", resp.StatusCode)
+	}
+	st := c.Status()
+	if up.Requests() != 1 || st.HedgesSent != 0 || st.InFlight != 0 {
+		t.Errorf("upstream saw %d requests, hedges sent %d, in flight %d; want 1, 0, 0", up.Requests(), st.HedgesSent, st.InFlight)
+	}
+	c.budget.mu.Lock()
+	tokens, ceiling := c.budget.tokens, c.budget.maxTokens
+	c.budget.mu.Unlock()
+	if tokens != ceiling {
+		t.Errorf("retry budget %v tokens after a hedge that was never sent, want it back at its ceiling %v", tokens, ceiling)
+	}
+}

@@ -76,8 +76,10 @@ const (
 )
 
 // Observer receives the events of every client of a registry: metrics,
-// logs, traces, a status page. Methods are called synchronously on the
-// call's goroutine and must be quick; ObserveBreaker runs while the
+// logs, traces, a status page. ObserveBreaker is told of every change of
+// a breaker's state as Status shows it, a fleet's included ([StateReporter]).
+// Methods are called synchronously on the call's goroutine (a fleet's
+// changes: on the fleet's) and must be quick; ObserveBreaker runs while the
 // breaker holds its lock, so it must never call back into the client.
 // Implementations must be safe for concurrent use.
 type Observer interface {

@@ -325,12 +325,12 @@ func TestEnvTable(t *testing.T) {
 	if !regexp.MustCompile(`^NAME +TYPE +DEFAULT +RULE +DESCRIPTION$`).MatchString(lines[0]) {
 		t.Errorf("header = %q", lines[0])
 	}
-	ref := config.Reference(config.System{Name: "inventory"}, config.System{Name: "payments"})
+	ref := append(config.GlobalReference(), config.Reference(config.System{Name: "inventory"}, config.System{Name: "payments"})...)
 	if len(lines) != 1+len(ref) {
 		t.Fatalf("%d lines, want %d", len(lines), 1+len(ref))
 	}
 	col := strings.Index(lines[0], "TYPE")
-	for i, v := range ref { // --system first, then OUTBOUND_SYSTEMS
+	for i, v := range ref { // OUTBOUND_*, then --system first, then OUTBOUND_SYSTEMS
 		if !strings.HasPrefix(lines[1+i], v.Name+" ") {
 			t.Errorf("line %d = %q, want %s", 1+i, lines[1+i], v.Name)
 		}
@@ -369,8 +369,8 @@ func TestEnvDotenvRoundTrip(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	kvs := parseDotenv(t, out)
-	want := []string{config.SystemsVar}
-	for _, v := range config.Reference(config.System{Name: "payments"}, config.System{Name: "inventory"}) {
+	var want []string
+	for _, v := range append(config.GlobalReference(), config.Reference(config.System{Name: "payments"}, config.System{Name: "inventory"})...) {
 		if strings.HasPrefix(v.Setting, "Fault") {
 			// Drills: listed commented out, since set they need
 			// OUTBOUND_FAULTS=on.
@@ -426,7 +426,10 @@ func TestEnvConfigMap(t *testing.T) {
 	// out (a set baseline would override the service's code defaults); no
 	// secret one outside the header comment.
 	body := out[strings.Index(out, "\napiVersion:"):]
-	for _, v := range config.Reference(config.System{Name: "payments"}, config.System{Name: "inventory"}) {
+	for _, v := range append(config.GlobalReference(), config.Reference(config.System{Name: "payments"}, config.System{Name: "inventory"})...) {
+		if v.Name == config.SystemsVar {
+			continue // set, above
+		}
 		line := "\n  # " + v.Name + ": " + `"` + v.Default + `"` + "\n"
 		if v.Secret {
 			if strings.Contains(body, v.Name) {
