@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/outbound-go/outbound/internal/drain"
 )
@@ -19,9 +20,43 @@ type permit struct {
 	c        *Client
 	ctx      context.Context // the call's capped context
 	cancel   context.CancelFunc
-	stop     func() bool
-	stream   *stream // nil unless the call is a stream (WithStream)
+	timer    *time.Timer // gives the permit back at the deadline; nil: watched by ctxStop
+	ctxStop  func() bool // stops a context.AfterFunc that gives the permit back; may be nil
+	stream   *stream     // nil unless the call is a stream (WithStream)
 	released atomic.Bool
+}
+
+// watch arranges for the permit to come back when the call's context
+// ends, parent is the caller's context, which ctx derives from. A
+// deadline and a caller that can cancel are watched apart, with one timer
+// (two allocations) and, only when the caller's context can end by
+// itself, a context.AfterFunc on it: a context.AfterFunc on ctx itself
+// costs five allocations per call (the registration, its children map in
+// ctx, the stop closure), more than the deadline cap. ctx ends exactly
+// when its deadline passes or parent ends, so the permit comes back at the
+// same moment either way. A stream (its own timer cancels ctx) and a ctx
+// without a deadline keep the plain context.AfterFunc.
+func (p *permit) watch(parent context.Context) {
+	dl, ok := p.ctx.Deadline()
+	if !ok || p.stream != nil || p.ctx.Err() != nil {
+		p.ctxStop = context.AfterFunc(p.ctx, p.release)
+		return
+	}
+	p.timer = time.AfterFunc(time.Until(dl), p.release)
+	if parent.Done() != nil {
+		p.ctxStop = context.AfterFunc(parent, p.release)
+	}
+}
+
+// stop stops watching the call's context: the permit is back or about to
+// be given back by its caller.
+func (p *permit) stop() {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	if p.ctxStop != nil {
+		p.ctxStop()
+	}
 }
 
 // release gives the permit back; it runs at most once.

@@ -51,7 +51,7 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 		ctx, cancel, st = c.streamCall(req.Context(), idle)
 	}
 	b := &body{p: permit{c: c, ctx: ctx, cancel: cancel, stream: st}}
-	b.p.stop = context.AfterFunc(ctx, b.p.release)
+	b.p.watch(req.Context())
 	t0 := c.admitted()
 	resp, err := send(c.prepare(req, ctx))
 	if c.bh.Adaptive() {
