@@ -17,7 +17,7 @@ import (
 //
 //	call          this file: refuse fast, then
 //	  admit       the bulkhead stage, which also caps the budget (capCall)
-//	  send        Do's redirect engine, an http.Client over
+//	  follow      the redirect engine (redirect.go) over
 //	    retry     the retry stage (retry.go), each attempt through
 //	      pass    the breaker stage (breaker.go) to
 //	        send  the transport stage (send.go)
@@ -25,8 +25,8 @@ import (
 // and the response body carries the permit back (body.go).
 
 // call runs one call through the pipeline: the fast refusals, the
-// bulkhead and budget stages, then send (the redirect engine over the
-// retry stage). The permit and the deadline travel with the response body
+// bulkhead and budget stages, then send (follow, the redirect engine
+// over the retry stage). The permit and the deadline travel with the response body
 // and end when it is closed.
 func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	if err := c.refuse(req); err != nil {

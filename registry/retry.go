@@ -12,11 +12,6 @@ import (
 	"github.com/outbound-go/outbound/internal/policy"
 )
 
-// retryTransport is the redirect engine's transport: the retry stage.
-type retryTransport struct{ c *Client }
-
-func (r retryTransport) RoundTrip(req *http.Request) (*http.Response, error) { return r.c.retry(req) }
-
 // retrier is the state of one call's retry stage.
 type retrier struct {
 	c       *Client
@@ -77,9 +72,7 @@ func (r *retrier) request(n int) (*http.Request, error) {
 	if _, ok := r.ctx.Deadline(); !ok || r.c.cfg.OmitTimeBudget {
 		return areq, nil
 	}
-	// Set here rather than once in call(): on Do's path http.Client
-	// clones the first request's header for its redirects, and a header
-	// set before it costs that clone two more allocations.
+	// Set per attempt: its value is what is left now.
 	if areq == r.req {
 		return withBudget(r.ctx, areq), nil
 	}
