@@ -136,18 +136,30 @@ func (c *Client) rejected(req *http.Request, op Op, cause error, out Outcome) *E
 }
 
 // prepare returns the call's copy of req, under the capped context: a
-// relative URL joined to BASE_URL, BASE_URL's userinfo as Basic auth, and
-// no X-Time-Budget when the system must not receive one.
+// relative URL joined to BASE_URL, BASE_URL's userinfo as Basic auth,
+// and X-Time-Budget set to what is left now when the system receives one
+// (budgeted), in a header map of the copy's own; otherwise without the
+// header, not even one the caller set. One copy serves the call and its
+// first attempt (withBudget).
 func (c *Client) prepare(req *http.Request, ctx context.Context) *http.Request {
-	r2 := req.WithContext(ctx)
+	var r2 *http.Request
+	own := c.budgeted(ctx) // r2.Header is r2's own
+	if own {
+		r2 = withBudget(ctx, req)
+	} else {
+		r2 = req.WithContext(ctx)
+	}
 	if r2.URL != nil && r2.URL.Host == "" {
 		r2.URL = c.resolve(r2.URL)
 		if u := c.base.User; u != nil && r2.Header.Get("Authorization") == "" {
 			// BASE_URL's userinfo is Basic auth, on Do and HTTPClient
 			// alike (http.Client sets it only for URLs it was given).
-			r2.Header = r2.Header.Clone()
-			if r2.Header == nil {
-				r2.Header = make(http.Header)
+			if !own {
+				r2.Header = r2.Header.Clone()
+				if r2.Header == nil {
+					r2.Header = make(http.Header)
+				}
+				own = true
 			}
 			pw, _ := u.Password()
 			r2.SetBasicAuth(u.Username(), pw)
@@ -156,10 +168,19 @@ func (c *Client) prepare(req *http.Request, ctx context.Context) *http.Request {
 	if c.cfg.OmitTimeBudget && r2.Header.Get(capbudget.Header) != "" {
 		// The system never receives the header, not even one the caller
 		// set (a third party has no use for our budget).
-		r2.Header = r2.Header.Clone()
+		if !own {
+			r2.Header = r2.Header.Clone()
+		}
 		r2.Header.Del(capbudget.Header)
 	}
 	return r2
+}
+
+// budgeted reports whether the call's requests carry X-Time-Budget: the
+// system receives one and the call has a deadline.
+func (c *Client) budgeted(ctx context.Context) bool {
+	_, ok := ctx.Deadline()
+	return ok && !c.cfg.OmitTimeBudget
 }
 
 // resolve joins a relative URL to BASE_URL: the path is appended to the

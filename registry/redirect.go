@@ -135,6 +135,7 @@ func hostPort(u *url.URL) string {
 // of a followed response is drained up to 2 KiB and closed.
 func (c *Client) follow(req *http.Request) (*http.Response, error) {
 	first := req
+	budgeted := c.budgeted(req.Context()) // prepare set X-Time-Budget in first
 	var (
 		via            []*http.Request // the hops sent so far; nil until the first redirect
 		initial        http.Header     // first's header, copied at the first redirect
@@ -142,7 +143,7 @@ func (c *Client) follow(req *http.Request) (*http.Response, error) {
 		stripSensitive = false
 	)
 	for {
-		resp, err := c.hop(req)
+		resp, err := c.hop(req, budgeted && req == first)
 		if err != nil {
 			return nil, err
 		}
@@ -211,8 +212,9 @@ func (c *Client) follow(req *http.Request) (*http.Response, error) {
 // hop sends one hop through the retry stage after the checks http.Client
 // makes before its RoundTripper: a URL and no RequestURI, a header map,
 // and the URL's userinfo as Basic auth. Only a request that needs a
-// header of its own is copied.
-func (c *Client) hop(req *http.Request) (*http.Response, error) {
+// header of its own is copied. budgeted: req carries the call's
+// X-Time-Budget already (set by prepare).
+func (c *Client) hop(req *http.Request, budgeted bool) (*http.Response, error) {
 	switch {
 	case req.URL == nil:
 		closeBody(req)
@@ -233,7 +235,7 @@ func (c *Client) hop(req *http.Request) (*http.Response, error) {
 		}
 		req = &r2
 	}
-	resp, err := c.retry(req)
+	resp, err := c.retry(req, budgeted)
 	if err != nil {
 		return nil, err
 	}
