@@ -33,7 +33,7 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 		closeBody(req)
 		return nil, err
 	}
-	ctx, cancel, budgetCapped, err := c.admit(req)
+	b, budgetCapped, err := c.admit(req)
 	if err != nil {
 		closeBody(req)
 		return nil, err
@@ -44,13 +44,13 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 	}
 	c.budget.call(time.Now())
 
-	var st *stream
 	if idle, ok := streamIdle(req.Context()); ok {
 		// A stream: its timer (stream.go) stands for CALL_TIMEOUT.
-		cancel()
-		ctx, cancel, st = c.streamCall(req.Context(), idle)
+		b.p.stop()
+		b.p.end()
+		b.p.ctx, b.p.cancel, b.p.stream = c.streamCall(req.Context(), idle)
 	}
-	b := &body{p: permit{c: c, ctx: ctx, cancel: cancel, stream: st}}
+	ctx := b.p.ctx
 	b.p.watch(req.Context())
 	t0 := c.admitted()
 	resp, err := send(c.prepare(req, ctx))
@@ -96,35 +96,39 @@ func (c *Client) refuse(req *http.Request) error {
 
 // admit is the bulkhead stage: one permit, waiting at most
 // BULKHEAD_MAX_WAIT, and the call's capped context from the budget stage
-// (capCall). When the bulkhead waits, the wait counts against CALL_TIMEOUT:
-// the deadline starts before it. A caller that cancels while waiting is
-// not refused by the bulkhead: its error is its cancellation.
-func (c *Client) admit(req *http.Request) (_ context.Context, _ context.CancelFunc, budgetCapped bool, _ error) {
+// (capCall), in the body that will carry them back. When the bulkhead
+// waits, the wait counts against CALL_TIMEOUT: the deadline starts before
+// it. A caller that cancels while waiting is not refused by the bulkhead:
+// its error is its cancellation.
+func (c *Client) admit(req *http.Request) (_ *body, budgetCapped bool, _ error) {
 	if c.cfg.BulkheadMaxWait == 0 {
 		if !c.bh.TryAcquire() {
-			return nil, nil, false, c.rejected(req, OpBulkhead, bulkhead.ErrFull, OutcomeBulkheadFull)
+			return nil, false, c.rejected(req, OpBulkhead, bulkhead.ErrFull, OutcomeBulkheadFull)
 		}
-		ctx, cancel, capped := c.capCall(req.Context())
-		return ctx, cancel, capped, nil
+		b, capped := c.capCall(req.Context())
+		return b, capped, nil
 	}
-	ctx, cancel, capped := c.capCall(req.Context())
-	if err := c.bh.Acquire(ctx); err != nil {
-		cancel()
+	b, capped := c.capCall(req.Context())
+	if err := c.bh.Acquire(b.p.ctx); err != nil {
+		b.p.stop()
+		b.p.end()
 		if errors.Is(err, bulkhead.ErrFull) {
-			return nil, nil, false, c.rejected(req, OpBulkhead, err, OutcomeBulkheadFull)
+			return nil, false, c.rejected(req, OpBulkhead, err, OutcomeBulkheadFull)
 		}
-		return nil, nil, false, c.rejected(req, OpCanceled, err, OutcomeCanceled)
+		return nil, false, c.rejected(req, OpCanceled, err, OutcomeCanceled)
 	}
-	return ctx, cancel, capped, nil
+	return b, capped, nil
 }
 
 // capCall is the budget stage: the call's deadline is CALL_TIMEOUT, or the
 // caller's remaining budget less the reserve if that is sooner
-// (budgetCapped).
-func (c *Client) capCall(ctx context.Context) (_ context.Context, _ context.CancelFunc, budgetCapped bool) {
-	rem, ok := capbudget.Remaining(ctx, capbudget.DefaultReserve)
-	capped, cancel := capbudget.CapWith(ctx, c.cfg.CallTimeout, capbudget.DefaultReserve)
-	return capped, cancel, ok && rem < c.cfg.CallTimeout
+// (budgetCapped), in the context (callCtx) of the body that will carry the
+// permit.
+func (c *Client) capCall(ctx context.Context) (_ *body, budgetCapped bool) {
+	b := &body{p: permit{c: c}}
+	d, cause, capped := budget(ctx, c.cfg.CallTimeout)
+	b.p.start(ctx, d, cause)
+	return b, capped
 }
 
 // rejected builds the error of a call refused before any attempt and
