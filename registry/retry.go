@@ -287,11 +287,3 @@ func withBudget(ctx context.Context, req *http.Request) *http.Request {
 	a.req.Header = h
 	return &a.req
 }
-
-// ParseRetryAfter parses a Retry-After value, in delay-seconds or as an
-// HTTP-date, relative to now, as the retry stage reads it. ok is false for
-// a missing or malformed value; a date in the past gives 0; any run of
-// digits is valid, a delay too long for a Duration giving the longest one.
-func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
-	return policy.ParseRetryAfter(v, now)
-}
