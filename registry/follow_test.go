@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,6 +43,9 @@ func (s *followServer) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Location", "/end")
 		w.WriteHeader(code)
 	case "/noloc":
+		w.WriteHeader(http.StatusFound)
+	case "/badloc":
+		w.Header().Set("Location", "/%zz")
 		w.WriteHeader(http.StatusFound)
 	default:
 		_, _ = io.WriteString(w, "end")
@@ -125,5 +129,32 @@ func TestFollowMatchesHTTPClient(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestFollowBadLocation: a redirect whose Location does not parse ends
+// the call with an *Error of the transport stage carrying net/http's own
+// message, as the http.Client engine did.
+func TestFollowBadLocation(t *testing.T) {
+	s := &followServer{}
+	s.Server = testutil.NewServer(t, http.HandlerFunc(s.serve))
+	c := mtlsRegistry(t, map[string]map[string]string{"follow": {"BASE_URL": s.URL, "RETRIES": "0"}}).MustClient("follow")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/badloc", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("Do: status %d, want an error", resp.StatusCode)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Op != OpTransport || !strings.Contains(err.Error(), `failed to parse Location header "/%zz"`) {
+		t.Errorf("Do: %v (%#v), want a transport *Error about the Location", err, e)
+	}
+	if got := c.Status().InFlight; got != 0 {
+		t.Errorf("in flight after the call = %d, want 0", got)
 	}
 }

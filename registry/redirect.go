@@ -134,66 +134,28 @@ func hostPort(u *url.URL) string {
 // any other origin anyway); Referer is set as net/http sets it; the body
 // of a followed response is drained up to 2 KiB and closed.
 func (c *Client) follow(req *http.Request) (*http.Response, error) {
-	first := req
+	ch := chain{first: req, includeBody: true}
 	budgeted := c.budgeted(req.Context()) // prepare set X-Time-Budget in first
-	var (
-		via            []*http.Request // the hops sent so far; nil until the first redirect
-		initial        http.Header     // first's header, copied at the first redirect
-		includeBody    = true
-		stripSensitive = false
-	)
 	for {
-		resp, err := c.hop(req, budgeted && req == first)
+		resp, err := c.hop(req, budgeted && req == ch.first)
 		if err != nil {
 			return nil, err
 		}
-		method, redirect, bodyOnHop := redirectBehavior(req.Method, resp, first)
+		method, redirect, bodyOnHop := redirectBehavior(req.Method, resp, ch.first)
 		if !redirect {
 			return resp, nil
 		}
-		includeBody = includeBody && bodyOnHop
+		ch.includeBody = ch.includeBody && bodyOnHop
 		closeBody(req)
-		via = append(via, req)
-		loc := resp.Header.Get("Location")
-		if loc == "" {
-			// A 3xx without Location is an answer (net/http issues
-			// 17773 and 49281).
-			return resp, nil
-		}
-		u, err := req.URL.Parse(loc)
+		ch.via = append(ch.via, req)
+		next, err := ch.next(req, resp, method)
 		if err != nil {
-			_ = resp.Body.Close()
-			return nil, fmt.Errorf("failed to parse Location header %q: %v", loc, err)
+			return nil, err // resp is closed
 		}
-		host := ""
-		if req.Host != "" && req.Host != req.URL.Host {
-			// A custom Host survives a relative redirect (net/http
-			// issue 22233).
-			if lu, _ := url.Parse(loc); lu != nil && !lu.IsAbs() {
-				host = req.Host
-			}
+		if next == nil {
+			return resp, nil // no Location: resp is the answer
 		}
-		next := (&http.Request{Method: method, Response: resp, URL: u, Header: make(http.Header), Host: host,
-			Cancel: first.Cancel}).WithContext(first.Context())
-		if includeBody && first.GetBody != nil {
-			if next.Body, err = first.GetBody(); err != nil {
-				_ = resp.Body.Close()
-				return nil, err
-			}
-			next.GetBody = first.GetBody
-			next.ContentLength = first.ContentLength
-		}
-		if initial == nil {
-			initial = first.Header.Clone()
-		}
-		if !stripSensitive && first.URL.Host != next.URL.Host && !domainOrSubdomain(next.URL.Hostname(), first.URL.Hostname()) {
-			stripSensitive = true
-		}
-		copyHeaders(next.Header, initial, stripSensitive, !includeBody)
-		if ref := refererForURL(req.URL, next.URL, next.Header.Get("Referer")); ref != "" {
-			next.Header.Set("Referer", ref)
-		}
-		err = c.checkRedirect(next, via)
+		err = c.checkRedirect(next, ch.via)
 		if err == http.ErrUseLastResponse {
 			return resp, nil
 		}
@@ -207,6 +169,63 @@ func (c *Client) follow(req *http.Request) (*http.Response, error) {
 		}
 		req = next
 	}
+}
+
+// chain is the state of follow's redirects.
+type chain struct {
+	first          *http.Request
+	via            []*http.Request // the hops sent so far; nil until the first redirect
+	initial        http.Header     // first's header, copied at the first redirect
+	includeBody    bool            // no hop has dropped the body yet
+	stripSensitive bool            // the chain left the first request's domain
+}
+
+// next builds the redirect that resp (the answer to req) asks for, with
+// method: nil when resp has no Location (resp is the answer), an error
+// when the Location does not parse or the body cannot be produced again
+// (resp is then closed and nil returned with the error).
+func (ch *chain) next(req *http.Request, resp *http.Response, method string) (*http.Request, error) {
+	loc := resp.Header.Get("Location")
+	if loc == "" {
+		// A 3xx without Location is an answer (net/http issues 17773
+		// and 49281).
+		return nil, nil
+	}
+	u, err := req.URL.Parse(loc)
+	if err != nil {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("failed to parse Location header %q: %v", loc, err)
+	}
+	host := ""
+	if req.Host != "" && req.Host != req.URL.Host {
+		// A custom Host survives a relative redirect (net/http issue
+		// 22233).
+		if lu, _ := url.Parse(loc); lu != nil && !lu.IsAbs() {
+			host = req.Host
+		}
+	}
+	first := ch.first
+	next := (&http.Request{Method: method, Response: resp, URL: u, Header: make(http.Header), Host: host,
+		Cancel: first.Cancel}).WithContext(first.Context())
+	if ch.includeBody && first.GetBody != nil {
+		if next.Body, err = first.GetBody(); err != nil {
+			_ = resp.Body.Close()
+			return nil, err
+		}
+		next.GetBody = first.GetBody
+		next.ContentLength = first.ContentLength
+	}
+	if ch.initial == nil {
+		ch.initial = first.Header.Clone()
+	}
+	if !ch.stripSensitive && first.URL.Host != u.Host && !domainOrSubdomain(u.Hostname(), first.URL.Hostname()) {
+		ch.stripSensitive = true
+	}
+	copyHeaders(next.Header, ch.initial, ch.stripSensitive, !ch.includeBody)
+	if ref := refererForURL(req.URL, u, next.Header.Get("Referer")); ref != "" {
+		next.Header.Set("Referer", ref)
+	}
+	return next, nil
 }
 
 // hop sends one hop through the retry stage after the checks http.Client
