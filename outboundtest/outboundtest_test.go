@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbound-go/outbound/internal/policy"
 	"github.com/outbound-go/outbound/outboundtest"
-	"github.com/outbound-go/outbound/registry"
 	"go.uber.org/goleak"
 )
 
@@ -311,7 +311,7 @@ func TestThrottleRetryAfterParses(t *testing.T) {
 			if resp.StatusCode != http.StatusTooManyRequests || v != tt.want {
 				t.Fatalf("%d Retry-After %q, want 429 %q", resp.StatusCode, v, tt.want)
 			}
-			d, ok := registry.ParseRetryAfter(v, time.Now())
+			d, ok := policy.ParseRetryAfter(v, time.Now())
 			if !ok || d <= 0 || d > tt.wait {
 				t.Errorf("ParseRetryAfter(%q) = %v, %v; want (0, %v]", v, d, ok, tt.wait)
 			}

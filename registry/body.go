@@ -6,22 +6,95 @@ import (
 	"io"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/outbound-go/outbound/internal/drain"
 )
 
 // permit is one call's bulkhead permit and deadline. It is given back
 // exactly once: when the body is closed or read to EOF, when the call
-// fails, or when the call's deadline fires, whichever comes first, so a
-// caller that forgets to close a body holds the permit no longer than the
-// call's deadline.
+// fails, or when the call's deadline fires or the caller's context ends,
+// whichever comes first, so a caller that forgets to close a body holds
+// the permit no longer than the call's deadline.
 type permit struct {
-	c        *Client
-	ctx      context.Context // the call's capped context
-	cancel   context.CancelFunc
-	stop     func() bool
-	stream   *stream // nil unless the call is a stream (WithStream)
+	c       *Client
+	ctx     context.Context    // the call's context: &cc, or a stream's
+	cancel  context.CancelFunc // a stream's; nil: cc's
+	cc      callCtx            // the call's capped context (the budget stage)
+	timer   *time.Timer        // ends cc at its deadline and gives the permit back
+	ctxStop func() bool        // stops a context.AfterFunc that gives the permit back; may be nil
+	stream  *stream            // nil unless the call is a stream (WithStream)
+	// held: the bulkhead admitted the call, so the timer gives the
+	// permit back.
+	held     atomic.Bool
 	released atomic.Bool
+}
+
+// start caps the call at d (cause: why d is what it is), in cc, and
+// starts the permit's timer. The permit is not held yet (see watch).
+func (p *permit) start(parent context.Context, d time.Duration, cause error) {
+	p.cc.start(parent, d, cause)
+	p.ctx = &p.cc
+	if d <= 0 {
+		p.cc.expire() // no time: done at once, no timer
+		return
+	}
+	p.timer = time.AfterFunc(d, p.expire)
+}
+
+// expire is the timer's: the deadline ends the call's context and, once
+// the permit is held, gives it back.
+func (p *permit) expire() {
+	p.cc.expire()
+	if p.held.Load() {
+		p.release()
+	}
+}
+
+// watch arranges for the permit, now held, to come back when the call's
+// context ends, parent being the caller's context, which ctx derives
+// from. ctx ends when its deadline passes (the timer) or parent ends: a
+// context.AfterFunc on parent, and only when parent can end by itself (a
+// server request's context; never context.Background). A
+// context.AfterFunc on ctx itself would cost three allocations more per
+// call (the registration, a children map in ctx, the stop closure). A
+// stream (its own timer cancels its context) keeps the plain
+// context.AfterFunc on its context.
+func (p *permit) watch(parent context.Context) {
+	if p.stream != nil {
+		p.ctxStop = context.AfterFunc(p.ctx, p.release)
+		return
+	}
+	p.held.Store(true)
+	if p.ctx.Err() != nil {
+		// The deadline fired before the permit was held: give it back
+		// now, as a context.AfterFunc on a done context would.
+		p.release()
+		return
+	}
+	if parent.Done() != nil {
+		p.ctxStop = context.AfterFunc(parent, p.release)
+	}
+}
+
+// stop stops watching the call's context: the permit is back or about to
+// be given back by its caller.
+func (p *permit) stop() {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	if p.ctxStop != nil {
+		p.ctxStop()
+	}
+}
+
+// end cancels the call's context.
+func (p *permit) end() {
+	if p.cancel != nil {
+		p.cancel()
+		return
+	}
+	p.cc.cancel(nil)
 }
 
 // release gives the permit back; it runs at most once.
@@ -35,7 +108,7 @@ func (p *permit) release() {
 func (p *permit) done() {
 	p.stop()
 	p.release()
-	p.cancel()
+	p.end()
 	if p.c.closed.Load() {
 		// The registry closed while this call was in flight: its
 		// connection went back to the pool after Close emptied it.
@@ -97,7 +170,7 @@ func (b *body) Close() error {
 	if b.eof.Load() || b.p.ctx.Err() != nil {
 		err = b.rc.Close()
 	} else {
-		err = drain.Close(b.rc, b.length, b.p.cancel)
+		err = drain.Close(b.rc, b.length, b.p.end)
 	}
 	b.p.done()
 	return err

@@ -32,8 +32,8 @@ type Client struct {
 	closed    *atomic.Bool // the registry's
 	faults    *faults      // drills only (OUTBOUND_FAULTS=on); nil: none
 
-	redirects http.Client  // the redirect engine of both entry points, inside one permit and one deadline
-	outer     *http.Client // HTTPClient()'s template: the whole pipeline per request, never follows itself
+	checkRedirect func(*http.Request, []*http.Request) error // the redirect policy of follow, the engine of both entry points
+	outer         *http.Client                               // HTTPClient()'s template: the whole pipeline per request, never follows itself
 
 	stats counters
 
@@ -83,8 +83,7 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Co
 			c.toCircuit = sr.ReportStates(c.breakerChanged)
 		}
 	}
-	policy := redirectPolicy(l.Client, base)
-	c.redirects = http.Client{Transport: retryTransport{c}, CheckRedirect: policy}
+	c.checkRedirect = redirectPolicy(l.Client, base)
 	c.outer = &http.Client{Transport: pipelineTransport{c}, CheckRedirect: useLastResponse}
 	return c, nil
 }
@@ -154,23 +153,19 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// followRedirects sends req through the redirect engine (an http.Client
-// over the retry stage) and unwraps its *url.Error: the *Error inside
-// already names the method and the redacted URL.
+// followRedirects sends req through the redirect engine (follow, over
+// the retry stage). The retry stage's *Error already names the method and
+// the redacted URL; an error of the engine itself (an unparsable
+// Location, say) is wrapped in one.
 func (c *Client) followRedirects(req *http.Request) (*http.Response, error) {
-	resp, err := c.redirects.Do(req)
+	resp, err := c.follow(req)
 	if err == nil {
 		return resp, nil
 	}
-	ue, ok := err.(*url.Error)
-	if !ok {
-		return nil, err
-	}
-	if e, ok := ue.Err.(*Error); ok {
+	if e, ok := err.(*Error); ok {
 		return nil, e
 	}
-	// An error of the engine itself (an unparsable Location, say).
-	return nil, &Error{System: c.name, Op: OpTransport, Method: req.Method, URL: redactedURL(req), Err: ue.Err}
+	return nil, &Error{System: c.name, Op: OpTransport, Method: req.Method, URL: redactedURL(req), Err: err}
 }
 
 // pipelineTransport is HTTPClient's transport: the whole pipeline per

@@ -17,7 +17,7 @@ import (
 //
 //	call          this file: refuse fast, then
 //	  admit       the bulkhead stage, which also caps the budget (capCall)
-//	  send        Do's redirect engine, an http.Client over
+//	  follow      the redirect engine (redirect.go) over
 //	    retry     the retry stage (retry.go), each attempt through
 //	      pass    the breaker stage (breaker.go) to
 //	        send  the transport stage (send.go)
@@ -25,15 +25,15 @@ import (
 // and the response body carries the permit back (body.go).
 
 // call runs one call through the pipeline: the fast refusals, the
-// bulkhead and budget stages, then send (the redirect engine over the
-// retry stage). The permit and the deadline travel with the response body
+// bulkhead and budget stages, then send (follow, the redirect engine
+// over the retry stage). The permit and the deadline travel with the response body
 // and end when it is closed.
 func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	if err := c.refuse(req); err != nil {
 		closeBody(req)
 		return nil, err
 	}
-	ctx, cancel, budgetCapped, err := c.admit(req)
+	b, budgetCapped, err := c.admit(req)
 	if err != nil {
 		closeBody(req)
 		return nil, err
@@ -44,14 +44,14 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 	}
 	c.budget.call(time.Now())
 
-	var st *stream
 	if idle, ok := streamIdle(req.Context()); ok {
 		// A stream: its timer (stream.go) stands for CALL_TIMEOUT.
-		cancel()
-		ctx, cancel, st = c.streamCall(req.Context(), idle)
+		b.p.stop()
+		b.p.end()
+		b.p.ctx, b.p.cancel, b.p.stream = c.streamCall(req.Context(), idle)
 	}
-	b := &body{p: permit{c: c, ctx: ctx, cancel: cancel, stream: st}}
-	b.p.stop = context.AfterFunc(ctx, b.p.release)
+	ctx := b.p.ctx
+	b.p.watch(req.Context())
 	t0 := c.admitted()
 	resp, err := send(c.prepare(req, ctx))
 	if c.bh.Adaptive() {
@@ -96,35 +96,39 @@ func (c *Client) refuse(req *http.Request) error {
 
 // admit is the bulkhead stage: one permit, waiting at most
 // BULKHEAD_MAX_WAIT, and the call's capped context from the budget stage
-// (capCall). When the bulkhead waits, the wait counts against CALL_TIMEOUT:
-// the deadline starts before it. A caller that cancels while waiting is
-// not refused by the bulkhead: its error is its cancellation.
-func (c *Client) admit(req *http.Request) (_ context.Context, _ context.CancelFunc, budgetCapped bool, _ error) {
+// (capCall), in the body that will carry them back. When the bulkhead
+// waits, the wait counts against CALL_TIMEOUT: the deadline starts before
+// it. A caller that cancels while waiting is not refused by the bulkhead:
+// its error is its cancellation.
+func (c *Client) admit(req *http.Request) (_ *body, budgetCapped bool, _ error) {
 	if c.cfg.BulkheadMaxWait == 0 {
 		if !c.bh.TryAcquire() {
-			return nil, nil, false, c.rejected(req, OpBulkhead, bulkhead.ErrFull, OutcomeBulkheadFull)
+			return nil, false, c.rejected(req, OpBulkhead, bulkhead.ErrFull, OutcomeBulkheadFull)
 		}
-		ctx, cancel, capped := c.capCall(req.Context())
-		return ctx, cancel, capped, nil
+		b, capped := c.capCall(req.Context())
+		return b, capped, nil
 	}
-	ctx, cancel, capped := c.capCall(req.Context())
-	if err := c.bh.Acquire(ctx); err != nil {
-		cancel()
+	b, capped := c.capCall(req.Context())
+	if err := c.bh.Acquire(b.p.ctx); err != nil {
+		b.p.stop()
+		b.p.end()
 		if errors.Is(err, bulkhead.ErrFull) {
-			return nil, nil, false, c.rejected(req, OpBulkhead, err, OutcomeBulkheadFull)
+			return nil, false, c.rejected(req, OpBulkhead, err, OutcomeBulkheadFull)
 		}
-		return nil, nil, false, c.rejected(req, OpCanceled, err, OutcomeCanceled)
+		return nil, false, c.rejected(req, OpCanceled, err, OutcomeCanceled)
 	}
-	return ctx, cancel, capped, nil
+	return b, capped, nil
 }
 
 // capCall is the budget stage: the call's deadline is CALL_TIMEOUT, or the
 // caller's remaining budget less the reserve if that is sooner
-// (budgetCapped).
-func (c *Client) capCall(ctx context.Context) (_ context.Context, _ context.CancelFunc, budgetCapped bool) {
-	rem, ok := capbudget.Remaining(ctx, capbudget.DefaultReserve)
-	capped, cancel := capbudget.CapWith(ctx, c.cfg.CallTimeout, capbudget.DefaultReserve)
-	return capped, cancel, ok && rem < c.cfg.CallTimeout
+// (budgetCapped), in the context (callCtx) of the body that will carry the
+// permit.
+func (c *Client) capCall(ctx context.Context) (_ *body, budgetCapped bool) {
+	b := &body{p: permit{c: c}}
+	d, cause, capped := budget(ctx, c.cfg.CallTimeout)
+	b.p.start(ctx, d, cause)
+	return b, capped
 }
 
 // rejected builds the error of a call refused before any attempt and
@@ -136,18 +140,30 @@ func (c *Client) rejected(req *http.Request, op Op, cause error, out Outcome) *E
 }
 
 // prepare returns the call's copy of req, under the capped context: a
-// relative URL joined to BASE_URL, BASE_URL's userinfo as Basic auth, and
-// no X-Time-Budget when the system must not receive one.
+// relative URL joined to BASE_URL, BASE_URL's userinfo as Basic auth,
+// and X-Time-Budget set to what is left now when the system receives one
+// (budgeted), in a header map of the copy's own; otherwise without the
+// header, not even one the caller set. One copy serves the call and its
+// first attempt (withBudget).
 func (c *Client) prepare(req *http.Request, ctx context.Context) *http.Request {
-	r2 := req.WithContext(ctx)
+	var r2 *http.Request
+	own := c.budgeted(ctx) // r2.Header is r2's own
+	if own {
+		r2 = withBudget(ctx, req)
+	} else {
+		r2 = req.WithContext(ctx)
+	}
 	if r2.URL != nil && r2.URL.Host == "" {
 		r2.URL = c.resolve(r2.URL)
 		if u := c.base.User; u != nil && r2.Header.Get("Authorization") == "" {
 			// BASE_URL's userinfo is Basic auth, on Do and HTTPClient
 			// alike (http.Client sets it only for URLs it was given).
-			r2.Header = r2.Header.Clone()
-			if r2.Header == nil {
-				r2.Header = make(http.Header)
+			if !own {
+				r2.Header = r2.Header.Clone()
+				if r2.Header == nil {
+					r2.Header = make(http.Header)
+				}
+				own = true
 			}
 			pw, _ := u.Password()
 			r2.SetBasicAuth(u.Username(), pw)
@@ -156,10 +172,19 @@ func (c *Client) prepare(req *http.Request, ctx context.Context) *http.Request {
 	if c.cfg.OmitTimeBudget && r2.Header.Get(capbudget.Header) != "" {
 		// The system never receives the header, not even one the caller
 		// set (a third party has no use for our budget).
-		r2.Header = r2.Header.Clone()
+		if !own {
+			r2.Header = r2.Header.Clone()
+		}
 		r2.Header.Del(capbudget.Header)
 	}
 	return r2
+}
+
+// budgeted reports whether the call's requests carry X-Time-Budget: the
+// system receives one and the call has a deadline.
+func (c *Client) budgeted(ctx context.Context) bool {
+	_, ok := ctx.Deadline()
+	return ok && !c.cfg.OmitTimeBudget
 }
 
 // resolve joins a relative URL to BASE_URL: the path is appended to the

@@ -12,11 +12,6 @@ import (
 	"github.com/outbound-go/outbound/internal/policy"
 )
 
-// retryTransport is the redirect engine's transport: the retry stage.
-type retryTransport struct{ c *Client }
-
-func (r retryTransport) RoundTrip(req *http.Request) (*http.Response, error) { return r.c.retry(req) }
-
 // retrier is the state of one call's retry stage.
 type retrier struct {
 	c       *Client
@@ -26,14 +21,17 @@ type retrier struct {
 	start   time.Time // zero without observers
 	lastErr error     // the failure the last retry answered
 	hedged  bool      // attempts go through the hedge stage
+	// budgeted: req carries X-Time-Budget, set just before the first
+	// attempt by prepare, in a header map of its own.
+	budgeted bool
 }
 
 // retry is the retry stage: it sends attempts through the breaker stage
 // (through the hedge stage when the system hedges) until one gives an
 // answer the caller should see, the policy allows no more, or the
 // deadline would pass. Only replayable requests are retried or hedged.
-func (c *Client) retry(req *http.Request) (*http.Response, error) {
-	r := retrier{c: c, req: req, ctx: req.Context(), max: 1}
+func (c *Client) retry(req *http.Request, budgeted bool) (*http.Response, error) {
+	r := retrier{c: c, req: req, ctx: req.Context(), max: 1, budgeted: budgeted}
 	if (c.cfg.Retries > 0 || c.hedger != nil) && replayable(req) {
 		r.max = 1 + c.cfg.Retries
 		r.hedged = c.hedger != nil
@@ -77,10 +75,11 @@ func (r *retrier) request(n int) (*http.Request, error) {
 	if _, ok := r.ctx.Deadline(); !ok || r.c.cfg.OmitTimeBudget {
 		return areq, nil
 	}
-	// Set here rather than once in call(): on Do's path http.Client
-	// clones the first request's header for its redirects, and a header
-	// set before it costs that clone two more allocations.
+	// Set per attempt: its value is what is left now.
 	if areq == r.req {
+		if r.budgeted && n == 1 {
+			return areq, nil // prepare set it a moment ago
+		}
 		return withBudget(r.ctx, areq), nil
 	}
 	capbudget.SetHeader(r.ctx, areq.Header) // Clone copied the header map
@@ -268,13 +267,14 @@ type attemptRequest struct {
 	digits [20]byte
 }
 
-// withBudget copies req with a copy of its header map (values shared), so
-// that the attempt's headers can be set without touching the caller's
-// request, and sets X-Time-Budget in it with capbudget's formatter. The
-// copy, the value slice and the value's bytes are one allocation (plus
-// the map).
+// withBudget copies req under ctx with a copy of its header map (values
+// shared), so that the attempt's headers can be set without touching the
+// caller's request, and sets X-Time-Budget in it with capbudget's
+// formatter. The copy, the value slice and the value's bytes are one
+// allocation (plus the map).
 func withBudget(ctx context.Context, req *http.Request) *http.Request {
-	a := &attemptRequest{req: *req}
+	// WithContext inlines: its copy stays on the stack.
+	a := &attemptRequest{req: *req.WithContext(ctx)}
 	h := make(http.Header, len(req.Header)+1)
 	for k, v := range req.Header {
 		h[k] = v
@@ -286,12 +286,4 @@ func withBudget(ctx context.Context, req *http.Request) *http.Request {
 	h[capbudget.Header] = a.budget[:]
 	a.req.Header = h
 	return &a.req
-}
-
-// ParseRetryAfter parses a Retry-After value, in delay-seconds or as an
-// HTTP-date, relative to now, as the retry stage reads it. ok is false for
-// a missing or malformed value; a date in the past gives 0; any run of
-// digits is valid, a delay too long for a Duration giving the longest one.
-func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
-	return policy.ParseRetryAfter(v, now)
 }
