@@ -205,8 +205,11 @@ func (ch *chain) next(req *http.Request, resp *http.Response, method string) (*h
 		}
 	}
 	first := ch.first
-	next := (&http.Request{Method: method, Response: resp, URL: u, Header: make(http.Header), Host: host,
-		Cancel: first.Cancel}).WithContext(first.Context())
+	next := (&http.Request{Method: method, Response: resp, URL: u, Header: make(http.Header), Host: host}).
+		WithContext(first.Context())
+	// Cancel is carried over as net/http's redirect engine does, for the
+	// callers that still set it.
+	next.Cancel = first.Cancel //lint:ignore SA1019 parity with net/http's redirects
 	if ch.includeBody && first.GetBody != nil {
 		if next.Body, err = first.GetBody(); err != nil {
 			_ = resp.Body.Close()
