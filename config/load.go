@@ -193,92 +193,120 @@ func LoadCode(systems ...System) ([]Loaded, error) {
 // load declares and loads systems, reading env (nil for "code only"). It
 // is the one path by which values are read.
 func load(env map[string]string, systems []System) ([]Loaded, error) {
-	var probs []Problem
-
-	// Declare: code first, then OUTBOUND_SYSTEMS.
-	decl := make([]System, 0, len(systems))
-	byPrefix := make(map[string]string, len(systems)) // prefix -> name
-	declare := func(s System, where string) {
-		if msg := checkName(s.Name); msg != "" {
-			if where == SystemsVar {
-				msg = fmt.Sprintf("entry %q: %s", s.Name, msg)
-			}
-			probs = append(probs, Problem{Var: where, Value: s.Name, Source: sourceOfWhere(where), Rule: msg})
-			return
-		}
-		p := Prefix(s.Name)
-		if other, dup := byPrefix[p]; dup {
-			rule := fmt.Sprintf("system %q is declared twice", s.Name)
-			if other != s.Name {
-				rule = fmt.Sprintf("systems %q and %q share the variable prefix %s_", other, s.Name, p)
-			}
-			probs = append(probs, Problem{Var: where, Value: s.Name, Source: sourceOfWhere(where), Rule: rule})
-			return
-		}
-		byPrefix[p] = s.Name
-		decl = append(decl, s)
-	}
-	for _, s := range systems {
-		declare(s, "code")
-	}
-	// An empty OUTBOUND_SYSTEMS declares nothing; a list with an empty
-	// entry ("payments,,inventory") is a mistake worth reporting.
-	if list := env[SystemsVar]; strings.TrimSpace(list) != "" {
-		// Problems quote the list clipped: a long list with many bad
-		// entries must not make the report quadratic.
-		shown := clip(list, 200)
-		fromCode := make(map[string]bool, len(systems))
-		for _, s := range systems {
-			fromCode[s.Name] = true
-		}
-		seen := map[string]bool{}
-		for i, raw := range strings.Split(list, ",") {
-			name := strings.TrimSpace(raw)
-			switch {
-			case name == "":
-				probs = append(probs, Problem{Var: SystemsVar, Value: shown, Source: FromEnv,
-					Rule: fmt.Sprintf("entry %d is empty: list system names separated by commas, e.g. payments,inventory", i+1)})
-			case seen[name]:
-				probs = append(probs, Problem{Var: SystemsVar, Value: shown, Source: FromEnv,
-					Rule: fmt.Sprintf("system %q is listed twice", name)})
-			case fromCode[name]:
-				seen[name] = true // declared in code too: the code's defaults apply
-			default:
-				seen[name] = true
-				declare(System{Name: name}, SystemsVar)
-			}
-		}
-	}
-
+	d := declareSystems(env, systems)
+	probs := d.probs
 	fleet, fleetProbs := loadFleet(env)
 	probs = append(probs, fleetProbs...)
-	out := make([]Loaded, 0, len(decl))
-	for _, s := range decl {
+	out := make([]Loaded, 0, len(d.systems))
+	for _, s := range d.systems {
 		l, ps := loadSystem(s, env, fleet.RedisURL != "")
 		out = append(out, l)
 		probs = append(probs, ps...)
 	}
 	probs = append(probs, faultsVarProblem(env)...)
-	typos, ignored := unknownVars(env, byPrefix)
+	typos, ignored := unknownVars(env, d.byPrefix)
 	probs = append(probs, typos...)
 	for i := range out {
 		out[i].ignored = ignored[out[i].Name]
 	}
+	markValid(out, probs)
+	if len(probs) > 0 {
+		return out, &Error{Problems: probs}
+	}
+	return out, nil
+}
+
+// declarations are the systems one load covers, those declared in code
+// first, then those of OUTBOUND_SYSTEMS, with the problems of either list.
+type declarations struct {
+	systems  []System
+	byPrefix map[string]string // prefix -> name
+	probs    []Problem
+}
+
+// declareSystems declares the systems of code and of env's
+// OUTBOUND_SYSTEMS, in that order.
+func declareSystems(env map[string]string, systems []System) *declarations {
+	d := &declarations{
+		systems:  make([]System, 0, len(systems)),
+		byPrefix: make(map[string]string, len(systems)),
+	}
+	for _, s := range systems {
+		d.add(s, "code")
+	}
+	d.addList(env[SystemsVar], systems)
+	return d
+}
+
+// add declares s, found in where ("code" or OUTBOUND_SYSTEMS), unless its
+// name is bad or its prefix is taken.
+func (d *declarations) add(s System, where string) {
+	if msg := checkName(s.Name); msg != "" {
+		if where == SystemsVar {
+			msg = fmt.Sprintf("entry %q: %s", s.Name, msg)
+		}
+		d.probs = append(d.probs, Problem{Var: where, Value: s.Name, Source: sourceOfWhere(where), Rule: msg})
+		return
+	}
+	p := Prefix(s.Name)
+	if other, dup := d.byPrefix[p]; dup {
+		rule := fmt.Sprintf("system %q is declared twice", s.Name)
+		if other != s.Name {
+			rule = fmt.Sprintf("systems %q and %q share the variable prefix %s_", other, s.Name, p)
+		}
+		d.probs = append(d.probs, Problem{Var: where, Value: s.Name, Source: sourceOfWhere(where), Rule: rule})
+		return
+	}
+	d.byPrefix[p] = s.Name
+	d.systems = append(d.systems, s)
+}
+
+// addList declares the systems of OUTBOUND_SYSTEMS that code did not. An
+// empty list declares nothing; a list with an empty entry
+// ("payments,,inventory") is a mistake worth reporting.
+func (d *declarations) addList(list string, code []System) {
+	if strings.TrimSpace(list) == "" {
+		return
+	}
+	// Problems quote the list clipped: a long list with many bad entries
+	// must not make the report quadratic.
+	shown := clip(list, 200)
+	fromCode := make(map[string]bool, len(code))
+	for _, s := range code {
+		fromCode[s.Name] = true
+	}
+	seen := map[string]bool{}
+	for i, raw := range strings.Split(list, ",") {
+		name := strings.TrimSpace(raw)
+		switch {
+		case name == "":
+			d.probs = append(d.probs, Problem{Var: SystemsVar, Value: shown, Source: FromEnv,
+				Rule: fmt.Sprintf("entry %d is empty: list system names separated by commas, e.g. payments,inventory", i+1)})
+		case seen[name]:
+			d.probs = append(d.probs, Problem{Var: SystemsVar, Value: shown, Source: FromEnv,
+				Rule: fmt.Sprintf("system %q is listed twice", name)})
+		case fromCode[name]:
+			seen[name] = true // declared in code too: the code's defaults apply
+		default:
+			seen[name] = true
+			d.add(System{Name: name}, SystemsVar)
+		}
+	}
+}
+
+// markValid marks each loaded system valid unless a problem names it. A
+// problem of no one system (the list of systems itself: a bad name, a
+// duplicate) leaves every system invalid: the set that loaded is not the
+// set that was declared.
+func markValid(out []Loaded, probs []Problem) {
 	bad := make(map[string]bool)
 	for _, p := range probs {
 		bad[p.System] = true
 	}
 	for i := range out {
-		// A problem of no one system (the list of systems itself: a bad
-		// name, a duplicate) leaves every system invalid: the set that
-		// loaded is not the set that was declared.
 		out[i].valid = !bad[out[i].Name] && !bad[""]
 		out[i].checked = out[i].Client
 	}
-	if len(probs) > 0 {
-		return out, &Error{Problems: probs}
-	}
-	return out, nil
 }
 
 // clip shortens s to at most n bytes (plus an ellipsis), on a rune
