@@ -99,19 +99,8 @@ func outboundHedged(delay string) func(string) (func() error, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		c := r.MustClient("bench")
-		call := func() error {
-			req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
-			if err != nil {
-				return err
-			}
-			resp, err := c.Do(req)
-			if err != nil {
-				return err
-			}
-			return consume(resp)
-		}
-		return call, func() { _ = r.Close() }, nil
+		call, stop := registryCall(r, url)
+		return call, stop, nil
 	}
 }
 

@@ -266,6 +266,13 @@ func setupOutboundWith(url string, inflight int, omit bool) (func() error, func(
 	if err != nil {
 		return nil, nil, err
 	}
+	call, stop := registryCall(r, url)
+	return call, stop, nil
+}
+
+// registryCall returns a GET of url through r's "bench" client, and the
+// function that closes r.
+func registryCall(r *registry.Registry, url string) (func() error, func()) {
 	c := r.MustClient("bench")
 	call := func() error {
 		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
@@ -278,7 +285,7 @@ func setupOutboundWith(url string, inflight int, omit bool) (func() error, func(
 		}
 		return consume(resp)
 	}
-	return call, func() { _ = r.Close() }, nil
+	return call, func() { _ = r.Close() }
 }
 
 // setupHandRolled: the reference of issue 11, what a careful engineer
