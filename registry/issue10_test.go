@@ -234,17 +234,7 @@ func TestIssue10ErrorTextsSayEachThingOnce(t *testing.T) {
 	gate := testutil.NewGate(testutil.Resp{Body: "ok"})
 	srv := testutil.NewServer(t, gate)
 	c := tbrClient(t, srv.URL, tbrFast("MAX_CONCURRENT", "1", "RETRIES", "0"))
-	held := make(chan error, 1)
-	go func() {
-		resp, _, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/held")
-		if err == nil {
-			resp.Body.Close()
-		}
-		held <- err
-	}()
-	if err := gate.WaitParked(tbrCtx(t, 5*time.Second), 1); err != nil {
-		t.Fatal(err)
-	}
+	held := holdPermit(t, c, gate)
 	_, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/x")
 	if err == nil || err.Error() != "outbound inv: bulkhead: full" || !errors.Is(err, bulkhead.ErrFull) {
 		t.Errorf("full bulkhead: got %v, want \"outbound inv: bulkhead: full\" matching bulkhead.ErrFull", err)
@@ -300,17 +290,7 @@ func TestIssue10CancelWhileWaitingForPermit(t *testing.T) {
 	gate := testutil.NewGate(testutil.Resp{Body: "ok"})
 	srv := testutil.NewServer(t, gate)
 	c := tbrClient(t, srv.URL, tbrFast("MAX_CONCURRENT", "1", "BULKHEAD_MAX_WAIT", "2s"))
-	held := make(chan error, 1)
-	go func() {
-		resp, _, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/held")
-		if err == nil {
-			resp.Body.Close()
-		}
-		held <- err
-	}()
-	if err := gate.WaitParked(tbrCtx(t, 5*time.Second), 1); err != nil {
-		t.Fatal(err)
-	}
+	held := holdPermit(t, c, gate)
 	ctx, cancel := context.WithCancel(tbrCtx(t, 5*time.Second))
 	time.AfterFunc(50*time.Millisecond, cancel)
 	_, _, err := tbrGet(t, ctx, c, "/x")
@@ -373,4 +353,23 @@ func TestIssue10OmitTimeBudgetStripsCallerHeader(t *testing.T) {
 			t.Errorf("request %d carried X-Time-Budget %q", r.Seq, v)
 		}
 	}
+}
+
+// holdPermit starts a call to /held that the gate keeps in flight, so
+// that it holds one of c's permits, and returns once the gate has it. The
+// channel gives the call's error after the gate opens.
+func holdPermit(t *testing.T, c *Client, gate *testutil.Gate) <-chan error {
+	t.Helper()
+	held := make(chan error, 1)
+	go func() {
+		resp, _, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/held")
+		if err == nil {
+			resp.Body.Close()
+		}
+		held <- err
+	}()
+	if err := gate.WaitParked(tbrCtx(t, 5*time.Second), 1); err != nil {
+		t.Fatal(err)
+	}
+	return held
 }

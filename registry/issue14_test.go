@@ -384,15 +384,7 @@ func TestIssue14NoHedgeWithoutPermitOrClosedBreaker(t *testing.T) {
 			if tc.halfOpen {
 				c.cb = halfOpenCircuit{}
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
+			_, b := hgGet(t, c)
 			st := c.Status()
 			if string(b) != tc.want || st.InFlight != 0 {
 				t.Errorf("answer %q (hedges sent %d), in flight %d; want %q, 0", b, st.HedgesSent, st.InFlight, tc.want)
@@ -505,15 +497,7 @@ func TestIssue14WhoWins(t *testing.T) {
 				tc.answer(n.Add(1), w, r)
 			}))
 			c := hgClient(t, up.URL, map[string]string{"HEDGE_DELAY": "20ms", "HEDGE_MAX": tc.max})
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
+			resp, b := hgGet(t, c)
 			st := c.Status()
 			if got := fmt.Sprintf("%d %s", resp.StatusCode, b); got != tc.want || st.HedgesSent != tc.hedges || st.HedgesWon != 1 || st.InFlight != 0 {
 				t.Errorf("answer %q, hedges sent %d won %d, in flight %d; want %q, %d, 1, 0",
@@ -613,4 +597,20 @@ func TestIssue14HedgeGetBodyFailsGivesTokenBack(t *testing.T) {
 	if tokens != ceiling {
 		t.Errorf("retry budget %v tokens after a hedge that was never sent, want it back at its ceiling %v", tokens, ceiling)
 	}
+}
+
+// hgGet sends one GET / through c, bounded by 5s, and returns the answer
+// with its body read and closed.
+func hgGet(t *testing.T, c *Client) (*http.Response, []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	return resp, b
 }
