@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,8 +27,13 @@ type permit struct {
 	stream  *stream            // nil unless the call is a stream (WithStream)
 	// held: the bulkhead admitted the call, so the timer gives the
 	// permit back.
-	held     atomic.Bool
-	released atomic.Bool
+	held atomic.Bool
+	// released gives the permit back once. A sync.Once, not a flag: a
+	// caller's release (Close) must not return while another goroutine
+	// (the context.AfterFunc of a stream or of the caller's context) is
+	// still giving the permit back, or Status would show it held after
+	// Close.
+	released sync.Once
 }
 
 // start caps the call at d (cause: why d is what it is), in cc, and
@@ -97,12 +103,13 @@ func (p *permit) end() {
 	p.cc.cancel(nil)
 }
 
-// release gives the permit back; it runs at most once.
+// release gives the permit back; it runs at most once, and returns only
+// once the permit is back, whoever gave it.
 func (p *permit) release() {
-	if p.released.CompareAndSwap(false, true) {
-		_ = p.c.bh.Release()
-	}
+	p.released.Do(p.giveBack)
 }
+
+func (p *permit) giveBack() { _ = p.c.bh.Release() }
 
 // done ends the call: the permit goes back and the deadline's timer stops.
 func (p *permit) done() {
