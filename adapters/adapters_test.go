@@ -16,6 +16,7 @@ import (
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 	"go.uber.org/goleak"
 )
@@ -391,17 +392,17 @@ func TestDegradable(t *testing.T) {
 		want bool
 	}{
 		{"nil", nil, false},
-		{"breaker open", &registry.Error{System: "s", Op: registry.OpBreaker, Err: registry.ErrCircuitOpen}, true},
-		{"bulkhead full", &registry.Error{System: "s", Op: registry.OpBulkhead, Err: bulkhead.ErrFull}, true},
-		{"budget spent", &registry.Error{System: "s", Op: registry.OpBudget, Err: capbudget.ErrExhausted}, true},
-		{"read timeout", &registry.Error{System: "s", Op: registry.OpReadTimeout}, true},
-		{"call timeout", &registry.Error{System: "s", Op: registry.OpCallTimeout}, true},
-		{"budget timeout", &registry.Error{System: "s", Op: registry.OpBudgetTimeout}, true},
-		{"connect refused", &registry.Error{System: "s", Op: registry.OpConnect}, true},
-		{"gave up on a status", &registry.Error{System: "s", Op: registry.OpStatus, StatusCode: 429}, true},
-		{"caller cancelled", &registry.Error{System: "s", Op: registry.OpCanceled, Err: context.Canceled}, false},
-		{"registry closed", &registry.Error{System: "s", Op: registry.OpClosed, Err: registry.ErrClosed}, false},
-		{"wrapped breaker open", wrap(&registry.Error{System: "s", Op: registry.OpBreaker, Err: registry.ErrCircuitOpen}), true},
+		{"breaker open", &registry.Error{System: "s", Op: observe.OpBreaker, Err: registry.ErrCircuitOpen}, true},
+		{"bulkhead full", &registry.Error{System: "s", Op: observe.OpBulkhead, Err: bulkhead.ErrFull}, true},
+		{"budget spent", &registry.Error{System: "s", Op: observe.OpBudget, Err: capbudget.ErrExhausted}, true},
+		{"read timeout", &registry.Error{System: "s", Op: observe.OpReadTimeout}, true},
+		{"call timeout", &registry.Error{System: "s", Op: observe.OpCallTimeout}, true},
+		{"budget timeout", &registry.Error{System: "s", Op: observe.OpBudgetTimeout}, true},
+		{"connect refused", &registry.Error{System: "s", Op: observe.OpConnect}, true},
+		{"gave up on a status", &registry.Error{System: "s", Op: observe.OpStatus, StatusCode: 429}, true},
+		{"caller cancelled", &registry.Error{System: "s", Op: observe.OpCanceled, Err: context.Canceled}, false},
+		{"registry closed", &registry.Error{System: "s", Op: observe.OpClosed, Err: registry.ErrClosed}, false},
+		{"wrapped breaker open", wrap(&registry.Error{System: "s", Op: observe.OpBreaker, Err: registry.ErrCircuitOpen}), true},
 		{"bare ErrFull", wrap(bulkhead.ErrFull), true},
 		{"bare ErrExhausted", capbudget.ErrExhausted, true},
 		{"bare ErrCircuitOpen", registry.ErrCircuitOpen, true},

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -133,7 +134,7 @@ func DoJSON(ctx context.Context, c *registry.Client, method string, path []strin
 	resp, err := c.Do(req)
 	if err != nil {
 		var re *registry.Error
-		if errors.As(err, &re) && re.Op == registry.OpStatus && re.StatusCode != 0 {
+		if errors.As(err, &re) && re.Op == observe.OpStatus && re.StatusCode != 0 {
 			// The registry gave up on a temporary status it could not
 			// retry in time: the caller sees the status and the
 			// upstream's Retry-After, as for a response. (A caller

@@ -13,6 +13,7 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/policy"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -115,7 +116,7 @@ func Degradable(err error) bool {
 	var re *registry.Error
 	if errors.As(err, &re) {
 		switch re.Op {
-		case registry.OpCanceled, registry.OpClosed:
+		case observe.OpCanceled, observe.OpClosed:
 			return false
 		}
 		return true // breaker, bulkhead, budget, timeouts, connect, transport, status

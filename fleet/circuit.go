@@ -8,6 +8,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -22,7 +23,7 @@ type circuit struct {
 	name  string
 	base  string // key prefix of the system in Redis
 	local registry.Circuit
-	judge func(error) registry.Verdict
+	judge func(error) observe.Verdict
 
 	minRequests int
 	ratio       float64
@@ -90,9 +91,9 @@ func (c *circuit) Execute(send func() (*http.Response, error)) (*http.Response, 
 	}
 	resp, err := c.local.Execute(send)
 	switch c.judge(err) {
-	case registry.VerdictSuccess:
+	case observe.VerdictSuccess:
 		c.reqs.Add(1)
-	case registry.VerdictFailure:
+	case observe.VerdictFailure:
 		c.reqs.Add(1)
 		c.fails.Add(1)
 		if c.local.State() == gobreaker.StateOpen {
@@ -114,9 +115,9 @@ func (c *circuit) probe(v *view, now time.Time, send func() (*http.Response, err
 	}
 	resp, err := send()
 	switch c.judge(err) {
-	case registry.VerdictSuccess, registry.VerdictFailure:
+	case observe.VerdictSuccess, observe.VerdictFailure:
 		c.mu.Lock()
-		c.results = append(c.results, probeResult{ver: v.ver, ok: c.judge(err) == registry.VerdictSuccess})
+		c.results = append(c.results, probeResult{ver: v.ver, ok: c.judge(err) == observe.VerdictSuccess})
 		c.mu.Unlock()
 		c.f.wake()
 	default:
@@ -157,9 +158,9 @@ func (c *circuit) State() gobreaker.State {
 func (c *circuit) Counts() gobreaker.Counts { return c.local.Counts() }
 
 // FleetSync is the fleet's sync state, for the registry's Status.
-func (c *circuit) FleetSync() registry.FleetSync {
+func (c *circuit) FleetSync() observe.FleetSync {
 	s := c.f.Sync()
-	return registry.FleetSync{Synced: s.Synced, Since: s.Since, LastError: s.LastError}
+	return observe.FleetSync{Synced: s.Synced, Since: s.Since, LastError: s.LastError}
 }
 
 // apply moves the view to version ver when it is newer. It reports

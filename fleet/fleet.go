@@ -16,6 +16,7 @@ import (
 
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/redact"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -290,7 +291,7 @@ func (f *Fleet) Option() registry.Option {
 }
 
 // add makes local, the registry's breaker of system, a fleet breaker.
-func (f *Fleet) add(system string, s settings, local registry.Circuit, judge func(error) registry.Verdict) (*circuit, error) {
+func (f *Fleet) add(system string, s settings, local registry.Circuit, judge func(error) observe.Verdict) (*circuit, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {

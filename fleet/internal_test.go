@@ -12,19 +12,19 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/outbound-go/outbound/fleet/redistest"
-	"github.com/outbound-go/outbound/registry"
+	"github.com/outbound-go/outbound/observe"
 )
 
 var errUpstream = errors.New("upstream failed")
 
-func testJudge(err error) registry.Verdict {
+func testJudge(err error) observe.Verdict {
 	switch {
 	case err == nil:
-		return registry.VerdictSuccess
+		return observe.VerdictSuccess
 	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests), err == errExcludedForTest:
-		return registry.VerdictExcluded
+		return observe.VerdictExcluded
 	}
-	return registry.VerdictFailure
+	return observe.VerdictFailure
 }
 
 var testSettings = settings{minRequests: 20, ratio: 0.5, window: 30 * time.Second, openTimeout: 2 * time.Second, probes: 2, callTimeout: time.Second}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/outbound-go/outbound/fleet"
 	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
@@ -126,7 +127,7 @@ func TestIssue13DeadUpstream(t *testing.T) {
 		for i, p := range pods {
 			var open atomic.Bool
 			wg.Go(func() { // the watcher: when did this pod's breaker open?
-				for ctx.Err() == nil && p.c.Status().Breaker != registry.BreakerOpen {
+				for ctx.Err() == nil && p.c.Status().Breaker != observe.BreakerOpen {
 					time.Sleep(200 * time.Microsecond)
 				}
 				opened[i] = time.Now()
@@ -192,7 +193,7 @@ func TestIssue13EvidenceSpreadThin(t *testing.T) {
 			if scope == "local" {
 				time.Sleep(500 * time.Millisecond) // what the fleet would need
 				for i, p := range pods {
-					if st := p.c.Status().Breaker; st != registry.BreakerClosed {
+					if st := p.c.Status().Breaker; st != observe.BreakerClosed {
 						t.Errorf("pod %d: %s, want closed (3 failures < MIN_REQUESTS)", i, st)
 					}
 				}
@@ -200,7 +201,7 @@ func TestIssue13EvidenceSpreadThin(t *testing.T) {
 			}
 			d := time.Duration(0)
 			for _, p := range pods {
-				d = max(d, waitFor(t, 2*time.Second, "fleet open", func() bool { return p.c.Status().Breaker == registry.BreakerOpen }))
+				d = max(d, waitFor(t, 2*time.Second, "fleet open", func() bool { return p.c.Status().Breaker == observe.BreakerOpen }))
 			}
 			hits := up.Requests()
 			for _, p := range pods {
@@ -244,7 +245,7 @@ func TestIssue13HalfOpenProbes(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, 3*time.Second, "fleet open", func() bool { return pods[0].c.Status().Breaker == registry.BreakerOpen })
+	waitFor(t, 3*time.Second, "fleet open", func() bool { return pods[0].c.Status().Breaker == observe.BreakerOpen })
 	openedAt := time.Now()
 	time.Sleep(1500 * time.Millisecond) // about 3 half-open rounds, all failing
 	var failing []time.Time
@@ -258,7 +259,7 @@ func TestIssue13HalfOpenProbes(t *testing.T) {
 	healthy.Store(true)
 	waitFor(t, 3*time.Second, "fleet closed", func() bool {
 		for _, p := range pods {
-			if p.c.Status().Breaker != registry.BreakerClosed {
+			if p.c.Status().Breaker != observe.BreakerClosed {
 				return false
 			}
 		}
@@ -339,7 +340,7 @@ func TestIssue13RedisFails(t *testing.T) {
 		})
 	}
 	synced := func(p *pod) bool { return p.fleet.Sync().Synced }
-	breaker := func(s registry.BreakerState) func(*pod) bool {
+	breaker := func(s observe.BreakerState) func(*pod) bool {
 		return func(p *pod) bool { return p.c.Status().Breaker == s }
 	}
 	time.Sleep(time.Second)
@@ -349,9 +350,9 @@ func TestIssue13RedisFails(t *testing.T) {
 	degraded := all("degraded after kill", 2*time.Second, func(p *pod) bool { return !synced(p) })
 	time.Sleep(time.Second)
 	failing.Store(true) // local breakers alone must trip
-	all("every local breaker open with Redis dead", 10*time.Second, breaker(registry.BreakerOpen))
+	all("every local breaker open with Redis dead", 10*time.Second, breaker(observe.BreakerOpen))
 	failing.Store(false)
-	all("closed again", 3*time.Second, breaker(registry.BreakerClosed))
+	all("closed again", 3*time.Second, breaker(observe.BreakerClosed))
 
 	setPhase("restarted")
 	srv.Restart()

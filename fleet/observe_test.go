@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
 	"github.com/outbound-go/outbound/statuspage"
@@ -24,9 +25,9 @@ type breakerLog struct {
 	ev []string
 }
 
-func (*breakerLog) ObserveAttempt(registry.AttemptEvent) {}
-func (*breakerLog) ObserveCall(registry.CallEvent)       {}
-func (l *breakerLog) ObserveBreaker(system string, from, to registry.BreakerState) {
+func (*breakerLog) ObserveAttempt(observe.AttemptEvent) {}
+func (*breakerLog) ObserveCall(observe.CallEvent)       {}
+func (l *breakerLog) ObserveBreaker(system string, from, to observe.BreakerState) {
 	l.mu.Lock()
 	l.ev = append(l.ev, system+" "+string(from)+"->"+string(to))
 	l.mu.Unlock()
@@ -39,7 +40,7 @@ func (l *breakerLog) events() []string {
 }
 
 // callUntil calls c every 5ms until its breaker is in state want.
-func callUntil(t *testing.T, c *registry.Client, want registry.BreakerState) {
+func callUntil(t *testing.T, c *registry.Client, want observe.BreakerState) {
 	t.Helper()
 	ctx := context.Background()
 	waitFor(t, 3*time.Second, "breaker "+string(want), func() bool {
@@ -74,9 +75,9 @@ func TestFleetChangesReachObservers(t *testing.T) {
 	recB := statuspage.NewRecorder()
 	b := startPods(t, 1, srv, "observe", "fleet", up.URL, extra, registry.WithObserver(logB), registry.WithObserver(recB))[0]
 
-	callUntil(t, a.c, registry.BreakerOpen)
+	callUntil(t, a.c, observe.BreakerOpen)
 	waitFor(t, 2*time.Second, "B told of the fleet's open", func() bool { return len(logB.events()) == 1 })
-	if st := b.c.Status().Breaker; st != registry.BreakerOpen {
+	if st := b.c.Status().Breaker; st != observe.BreakerOpen {
 		t.Errorf("B's Status: %s, want open", st)
 	}
 	// B's status page says when: the change reached its recorder too.
@@ -86,17 +87,17 @@ func TestFleetChangesReachObservers(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &snap); err != nil || len(snap.Systems) != 1 {
 		t.Fatalf("status.json: %v\n%s", err, w.Body)
 	}
-	if s := snap.Systems[0]; s.Breaker != registry.BreakerOpen || s.BreakerChangedAt == nil {
+	if s := snap.Systems[0]; s.Breaker != observe.BreakerOpen || s.BreakerChangedAt == nil {
 		t.Errorf("B's status page: breaker %s, changed at %v; want open, with a time", s.Breaker, s.BreakerChangedAt)
 	}
 	healthy.Store(true)
 	// No call, no Status: the loop tells B of the half-open by itself.
 	waitFor(t, 2*time.Second, "B told of the half-open", func() bool { return len(logB.events()) == 2 })
-	callUntil(t, b.c, registry.BreakerClosed)
+	callUntil(t, b.c, observe.BreakerClosed)
 	waitFor(t, 2*time.Second, "B told of the close", func() bool { return len(logB.events()) == 3 })
 
 	// A's own breaker went half-open under the fleet's; a call closes it.
-	callUntil(t, a.c, registry.BreakerClosed)
+	callUntil(t, a.c, observe.BreakerClosed)
 	time.Sleep(300 * time.Millisecond) // a loop tick or so: a repeat would show
 	want := []string{"payments closed->open", "payments open->half-open", "payments half-open->closed"}
 	for name, l := range map[string]*breakerLog{"A": logA, "B": logB} {
@@ -118,16 +119,16 @@ func TestFleetDegradedReachesObservers(t *testing.T) {
 	a := startPods(t, 1, srv, "degraded", "fleet", up.URL, extra)[0]
 	b := startPods(t, 1, srv, "degraded", "fleet", up.URL, extra, registry.WithObserver(logB))[0]
 
-	callUntil(t, a.c, registry.BreakerOpen)
-	waitFor(t, 2*time.Second, "B open", func() bool { return b.c.Status().Breaker == registry.BreakerOpen })
+	callUntil(t, a.c, observe.BreakerOpen)
+	waitFor(t, 2*time.Second, "B open", func() bool { return b.c.Status().Breaker == observe.BreakerOpen })
 	srv.Kill()
 	waitFor(t, 2*time.Second, "B degraded", func() bool { return !b.fleet.Sync().Synced })
 	waitFor(t, 2*time.Second, "B told of its local state", func() bool { return len(logB.events()) == 2 })
-	if st := b.c.Status().Breaker; st != registry.BreakerClosed {
+	if st := b.c.Status().Breaker; st != observe.BreakerClosed {
 		t.Errorf("B's Status while degraded: %s, want closed (its own breaker)", st)
 	}
 	srv.Restart()
-	waitFor(t, 3*time.Second, "B open again", func() bool { return b.c.Status().Breaker == registry.BreakerOpen })
+	waitFor(t, 3*time.Second, "B open again", func() bool { return b.c.Status().Breaker == observe.BreakerOpen })
 	waitFor(t, 2*time.Second, "B told of the open again", func() bool { return len(logB.events()) == 3 })
 	time.Sleep(300 * time.Millisecond) // a loop tick or so: a repeat would show
 	want := []string{"payments closed->open", "payments open->closed", "payments closed->open"}

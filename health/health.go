@@ -6,18 +6,19 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 )
 
 // Policy decides readiness from a snapshot of every system, in the
 // registry's declaration order. It returns why the service is not ready,
 // one reason per line of the report; none means ready.
-type Policy func(systems []registry.Status) (notReady []string)
+type Policy func(systems []observe.Status) (notReady []string)
 
 // AlwaysReady is the [Policy] of a service that degrades rather than
 // stops when any dependency fails: it is always ready, and the report
 // still shows every system.
-func AlwaysReady([]registry.Status) []string { return nil }
+func AlwaysReady([]observe.Status) []string { return nil }
 
 // CriticalSystems is the [Policy] of a service that cannot do its job
 // without the named systems: it is not ready while the breaker of any of
@@ -27,14 +28,14 @@ func AlwaysReady([]registry.Status) []string { return nil }
 // of silently guarding nothing.
 func CriticalSystems(names ...string) Policy {
 	names = slices.Clone(names)
-	return func(systems []registry.Status) []string {
+	return func(systems []observe.Status) []string {
 		var reasons []string
 		for _, n := range names {
-			i := slices.IndexFunc(systems, func(s registry.Status) bool { return s.System == n })
+			i := slices.IndexFunc(systems, func(s observe.Status) bool { return s.System == n })
 			switch {
 			case i < 0:
 				reasons = append(reasons, fmt.Sprintf("%s: critical system not declared in the registry", n))
-			case systems[i].Breaker == registry.BreakerOpen:
+			case systems[i].Breaker == observe.BreakerOpen:
 				reasons = append(reasons, fmt.Sprintf("%s: circuit breaker open", n))
 			}
 		}
@@ -56,11 +57,11 @@ type Report struct {
 
 // System is one system in a [Report].
 type System struct {
-	Name     string                `json:"name"`
-	Breaker  registry.BreakerState `json:"breaker"`
-	InFlight int64                 `json:"in_flight"`
-	Capacity int64                 `json:"capacity"`
-	Faults   string                `json:"faults,omitempty"` // what fault injection does (drills); absent when none
+	Name     string               `json:"name"`
+	Breaker  observe.BreakerState `json:"breaker"`
+	InFlight int64                `json:"in_flight"`
+	Capacity int64                `json:"capacity"`
+	Faults   string               `json:"faults,omitempty"` // what fault injection does (drills); absent when none
 }
 
 // Readiness returns the readiness probe handler: a JSON [Report] of

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbound-go/outbound/health"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 	"go.uber.org/goleak"
 )
@@ -49,14 +50,14 @@ func newRegistry(t *testing.T) (*registry.Registry, *testutil.Server) {
 // storm sends 5xx until the system's breaker opens.
 func storm(t *testing.T, c *registry.Client) {
 	t.Helper()
-	for i := 0; i < 50 && c.Status().Breaker != registry.BreakerOpen; i++ {
+	for i := 0; i < 50 && c.Status().Breaker != observe.BreakerOpen; i++ {
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "/down", nil)
 		if resp, err := c.Do(req); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			_ = resp.Body.Close()
 		}
 	}
-	if s := c.Status().Breaker; s != registry.BreakerOpen {
+	if s := c.Status().Breaker; s != observe.BreakerOpen {
 		t.Fatalf("%s breaker %s after the storm, want open", c.Name(), s)
 	}
 }
@@ -82,8 +83,8 @@ func TestReadinessReportsEverySystem(t *testing.T) {
 		t.Fatalf("fresh registry: %d %+v, want 200 ready", code, rep)
 	}
 	want := []health.System{
-		{Name: "inv", Breaker: registry.BreakerClosed, InFlight: 0, Capacity: 32},
-		{Name: "pay", Breaker: registry.BreakerClosed, InFlight: 0, Capacity: 8},
+		{Name: "inv", Breaker: observe.BreakerClosed, InFlight: 0, Capacity: 32},
+		{Name: "pay", Breaker: observe.BreakerClosed, InFlight: 0, Capacity: 8},
 	}
 	if !slices.Equal(rep.Systems, want) {
 		t.Errorf("systems %+v, want %+v", rep.Systems, want)
@@ -140,7 +141,7 @@ func TestCriticalSystems(t *testing.T) {
 	if want := []string{"pay: circuit breaker open"}; !slices.Equal(rep.Reasons, want) {
 		t.Errorf("reasons %q, want %q", rep.Reasons, want)
 	}
-	if rep.Systems[1].Breaker != registry.BreakerOpen || rep.Systems[0].Breaker != registry.BreakerOpen {
+	if rep.Systems[1].Breaker != observe.BreakerOpen || rep.Systems[0].Breaker != observe.BreakerOpen {
 		t.Errorf("systems %+v, want both open", rep.Systems)
 	}
 	if code, rep, _ := probe(t, always, http.MethodGet); code != http.StatusOK || !rep.Ready {
@@ -155,10 +156,10 @@ func TestCriticalSystems(t *testing.T) {
 }
 
 func TestCriticalSystemsPolicy(t *testing.T) {
-	snap := []registry.Status{
-		{System: "inv", Breaker: registry.BreakerOpen},
-		{System: "pay", Breaker: registry.BreakerHalfOpen},
-		{System: "ship", Breaker: registry.BreakerClosed},
+	snap := []observe.Status{
+		{System: "inv", Breaker: observe.BreakerOpen},
+		{System: "pay", Breaker: observe.BreakerHalfOpen},
+		{System: "ship", Breaker: observe.BreakerClosed},
 	}
 	for _, tc := range []struct {
 		names []string
@@ -185,7 +186,7 @@ func TestCriticalSystemsCopiesNames(t *testing.T) {
 	names := []string{"pay"}
 	p := health.CriticalSystems(names...)
 	names[0] = "inv"
-	if got := p([]registry.Status{{System: "pay", Breaker: registry.BreakerOpen}, {System: "inv"}}); len(got) != 1 {
+	if got := p([]observe.Status{{System: "pay", Breaker: observe.BreakerOpen}, {System: "inv"}}); len(got) != 1 {
 		t.Errorf("policy changed with the caller's slice: %q", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/metrics"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -69,10 +70,10 @@ func BenchmarkCallOverhead(b *testing.B) {
 // one call event of a known system.
 func BenchmarkObserve(b *testing.B) {
 	m := metrics.New(prometheus.NewRegistry())
-	attempt := registry.AttemptEvent{System: "inv", Method: "GET", Attempt: 1, Status: 200,
-		Duration: time.Millisecond, Outcome: registry.OutcomeOK}
-	call := registry.CallEvent{System: "inv", Method: "GET", Attempts: 1, Status: 200,
-		Duration: time.Millisecond, Outcome: registry.OutcomeOK}
+	attempt := observe.AttemptEvent{System: "inv", Method: "GET", Attempt: 1, Status: 200,
+		Duration: time.Millisecond, Outcome: observe.OutcomeOK}
+	call := observe.CallEvent{System: "inv", Method: "GET", Attempts: 1, Status: 200,
+		Duration: time.Millisecond, Outcome: observe.OutcomeOK}
 	b.ReportAllocs()
 	for b.Loop() {
 		m.ObserveAttempt(attempt)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -17,33 +18,19 @@ import (
 // its own rather than in +Inf.
 var DefaultBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 30, 60}
 
-// numOutcomes is the number of registry.Outcome values known when this
-// package was written; later ones take a slower path (see series).
-const numOutcomes = int(registry.OutcomeCanceled) + 1
-
-// callOutcomes are the outcomes a call can end with; attemptOutcomes
-// those an attempt can. Their series exist at zero from the start.
-var (
-	callOutcomes = []registry.Outcome{
-		registry.OutcomeOK, registry.OutcomeGaveUp, registry.OutcomeBreakerOpen, registry.OutcomeBulkheadFull,
-		registry.OutcomeBudgetSpent, registry.OutcomeRetryBudget, registry.OutcomeCanceled,
-	}
-	attemptOutcomes = []registry.Outcome{registry.OutcomeOK, registry.OutcomeRetry, registry.OutcomeGaveUp, registry.OutcomeBreakerOpen, registry.OutcomeCanceled}
-)
-
 // transition is a breaker state change.
-type transition struct{ from, to registry.BreakerState }
+type transition struct{ from, to observe.BreakerState }
 
 // transitions are the state changes a breaker makes; their series exist
 // at zero from the start.
 var transitions = []transition{
-	{registry.BreakerClosed, registry.BreakerOpen},
-	{registry.BreakerOpen, registry.BreakerHalfOpen},
-	{registry.BreakerHalfOpen, registry.BreakerClosed},
-	{registry.BreakerHalfOpen, registry.BreakerOpen},
+	{observe.BreakerClosed, observe.BreakerOpen},
+	{observe.BreakerOpen, observe.BreakerHalfOpen},
+	{observe.BreakerHalfOpen, observe.BreakerClosed},
+	{observe.BreakerHalfOpen, observe.BreakerOpen},
 }
 
-// Metrics is a [registry.Observer] that counts every call, attempt,
+// Metrics is a [observe.Observer] that counts every call, attempt,
 // retry and breaker transition, and a prometheus.Collector that also
 // reads each watched registry's Status at scrape time for the breaker
 // and bulkhead gauges. Create it with [New]; it is safe for concurrent
@@ -80,8 +67,8 @@ type Metrics struct {
 // series holds the label children of one system, resolved once.
 type series struct {
 	system      string
-	calls       [numOutcomes]prometheus.Counter // nil for outcomes a call never has
-	attempts    [numOutcomes]prometheus.Counter // nil for outcomes an attempt never has
+	calls       [observe.NumOutcomes]prometheus.Counter // nil for outcomes a call never has
+	attempts    [observe.NumOutcomes]prometheus.Counter // nil for outcomes an attempt never has
 	retries     prometheus.Counter
 	callDur     prometheus.Observer
 	attemptDur  prometheus.Observer
@@ -197,8 +184,8 @@ func (m *Metrics) Watch(r *registry.Registry) error {
 	return nil
 }
 
-// ObserveAttempt implements registry.Observer.
-func (m *Metrics) ObserveAttempt(e registry.AttemptEvent) {
+// ObserveAttempt implements observe.Observer.
+func (m *Metrics) ObserveAttempt(e observe.AttemptEvent) {
 	if e.Injected {
 		// A drill's made-up failure or delay: counted apart, so it is
 		// not read as the upstream's.
@@ -207,7 +194,7 @@ func (m *Metrics) ObserveAttempt(e registry.AttemptEvent) {
 	}
 	s := m.series(e.System)
 	m.inc(s.attempts[:], m.attempts, s.system, e.Outcome)
-	if e.Outcome == registry.OutcomeBreakerOpen {
+	if e.Outcome == observe.OutcomeBreakerOpen {
 		return // refused: no I/O, no duration, not a retry sent
 	}
 	s.attemptDur.Observe(e.Duration.Seconds())
@@ -216,8 +203,8 @@ func (m *Metrics) ObserveAttempt(e registry.AttemptEvent) {
 	}
 }
 
-// ObserveCall implements registry.Observer.
-func (m *Metrics) ObserveCall(e registry.CallEvent) {
+// ObserveCall implements observe.Observer.
+func (m *Metrics) ObserveCall(e observe.CallEvent) {
 	s := m.series(e.System)
 	m.inc(s.calls[:], m.calls, s.system, e.Outcome)
 	if e.Attempts > 0 {
@@ -225,8 +212,8 @@ func (m *Metrics) ObserveCall(e registry.CallEvent) {
 	}
 }
 
-// ObserveBreaker implements registry.Observer.
-func (m *Metrics) ObserveBreaker(system string, from, to registry.BreakerState) {
+// ObserveBreaker implements observe.Observer.
+func (m *Metrics) ObserveBreaker(system string, from, to observe.BreakerState) {
 	s := m.series(system)
 	if c, ok := s.transitions[transition{from, to}]; ok {
 		c.Inc()
@@ -237,7 +224,7 @@ func (m *Metrics) ObserveBreaker(system string, from, to registry.BreakerState) 
 
 // inc counts outcome o in the resolved children, or through the vector
 // for an outcome that has none (one this package does not expect).
-func (m *Metrics) inc(children []prometheus.Counter, vec *prometheus.CounterVec, system string, o registry.Outcome) {
+func (m *Metrics) inc(children []prometheus.Counter, vec *prometheus.CounterVec, system string, o observe.Outcome) {
 	if int(o) < len(children) && children[o] != nil {
 		children[o].Inc()
 		return
@@ -268,10 +255,10 @@ func (m *Metrics) resolveLocked(system string) *series {
 		attemptDur:  m.attemptDur.WithLabelValues(system),
 		transitions: make(map[transition]prometheus.Counter, len(transitions)),
 	}
-	for _, o := range callOutcomes {
+	for _, o := range observe.CallOutcomes() {
 		s.calls[o] = m.calls.WithLabelValues(system, o.String())
 	}
-	for _, o := range attemptOutcomes {
+	for _, o := range observe.AttemptOutcomes() {
 		s.attempts[o] = m.attempts.WithLabelValues(system, o.String())
 	}
 	for _, t := range transitions {
@@ -344,15 +331,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // breakerValue is the gauge value of a breaker state.
-func breakerValue(s registry.BreakerState) float64 {
+func breakerValue(s observe.BreakerState) float64 {
 	switch s {
-	case registry.BreakerHalfOpen:
+	case observe.BreakerHalfOpen:
 		return 1
-	case registry.BreakerOpen:
+	case observe.BreakerOpen:
 		return 2
 	}
 	return 0
 }
 
-var _ registry.Observer = (*Metrics)(nil)
+var _ observe.Observer = (*Metrics)(nil)
 var _ prometheus.Collector = (*Metrics)(nil)

@@ -15,6 +15,7 @@ import (
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/metrics"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
@@ -126,7 +127,7 @@ func TestScriptedSequence(t *testing.T) {
 	if st, err := get(bg, inv, "/down"); err != nil || st != 503 {
 		t.Fatalf("down: %d, %v", st, err)
 	}
-	if s := inv.Status().Breaker; s != registry.BreakerOpen {
+	if s := inv.Status().Breaker; s != observe.BreakerOpen {
 		t.Fatalf("breaker %s after the storm, want open", s)
 	}
 	if _, err := get(bg, inv, "/ok"); !errors.Is(err, registry.ErrCircuitOpen) {
@@ -137,30 +138,30 @@ func TestScriptedSequence(t *testing.T) {
 # HELP outbound_calls_total Outbound calls by how they ended: ok, gave_up, breaker_open, bulkhead_full, budget_spent, retry_budget_spent, canceled.
 # TYPE outbound_calls_total counter
 outbound_calls_total{outcome="breaker_open",system="inv"} 1
-outbound_calls_total{outcome="budget_spent",system="inv"} 1
-outbound_calls_total{outcome="bulkhead_full",system="inv"} 1
-outbound_calls_total{outcome="canceled",system="inv"} 0
-outbound_calls_total{outcome="gave_up",system="inv"} 1
-outbound_calls_total{outcome="ok",system="inv"} 3
-outbound_calls_total{outcome="retry_budget_spent",system="inv"} 0
 outbound_calls_total{outcome="breaker_open",system="pay"} 0
+outbound_calls_total{outcome="budget_spent",system="inv"} 1
 outbound_calls_total{outcome="budget_spent",system="pay"} 0
+outbound_calls_total{outcome="bulkhead_full",system="inv"} 1
 outbound_calls_total{outcome="bulkhead_full",system="pay"} 0
+outbound_calls_total{outcome="canceled",system="inv"} 0
 outbound_calls_total{outcome="canceled",system="pay"} 0
+outbound_calls_total{outcome="gave_up",system="inv"} 1
 outbound_calls_total{outcome="gave_up",system="pay"} 0
+outbound_calls_total{outcome="ok",system="inv"} 3
 outbound_calls_total{outcome="ok",system="pay"} 0
+outbound_calls_total{outcome="retry_budget_spent",system="inv"} 0
 outbound_calls_total{outcome="retry_budget_spent",system="pay"} 0
 # HELP outbound_attempts_total Outbound attempts by how they ended: ok, retry (failed, another attempt may follow), gave_up (failed, the last one), breaker_open (refused, no I/O), canceled.
 # TYPE outbound_attempts_total counter
 outbound_attempts_total{outcome="breaker_open",system="inv"} 0
-outbound_attempts_total{outcome="canceled",system="inv"} 0
-outbound_attempts_total{outcome="gave_up",system="inv"} 1
-outbound_attempts_total{outcome="ok",system="inv"} 3
-outbound_attempts_total{outcome="retry",system="inv"} 2
 outbound_attempts_total{outcome="breaker_open",system="pay"} 0
+outbound_attempts_total{outcome="canceled",system="inv"} 0
 outbound_attempts_total{outcome="canceled",system="pay"} 0
+outbound_attempts_total{outcome="gave_up",system="inv"} 1
 outbound_attempts_total{outcome="gave_up",system="pay"} 0
+outbound_attempts_total{outcome="ok",system="inv"} 3
 outbound_attempts_total{outcome="ok",system="pay"} 0
+outbound_attempts_total{outcome="retry",system="inv"} 2
 outbound_attempts_total{outcome="retry",system="pay"} 0
 # HELP outbound_retries_total Retries sent to the upstream: attempts after the first of their call.
 # TYPE outbound_retries_total counter
@@ -169,12 +170,12 @@ outbound_retries_total{system="pay"} 0
 # HELP outbound_breaker_transitions_total Circuit breaker state changes.
 # TYPE outbound_breaker_transitions_total counter
 outbound_breaker_transitions_total{from="closed",system="inv",to="open"} 1
+outbound_breaker_transitions_total{from="closed",system="pay",to="open"} 0
 outbound_breaker_transitions_total{from="half-open",system="inv",to="closed"} 0
 outbound_breaker_transitions_total{from="half-open",system="inv",to="open"} 0
-outbound_breaker_transitions_total{from="open",system="inv",to="half-open"} 0
-outbound_breaker_transitions_total{from="closed",system="pay",to="open"} 0
 outbound_breaker_transitions_total{from="half-open",system="pay",to="closed"} 0
 outbound_breaker_transitions_total{from="half-open",system="pay",to="open"} 0
+outbound_breaker_transitions_total{from="open",system="inv",to="half-open"} 0
 outbound_breaker_transitions_total{from="open",system="pay",to="half-open"} 0
 # HELP outbound_breaker_state Circuit breaker state: 0 closed, 1 half-open, 2 open.
 # TYPE outbound_breaker_state gauge
@@ -196,6 +197,20 @@ outbound_bulkhead_rejections_total{system="pay"} 0
 # TYPE outbound_budget_capped_calls_total counter
 outbound_budget_capped_calls_total{system="inv"} 1
 outbound_budget_capped_calls_total{system="pay"} 0
+outbound_attempts_total{outcome="failed",system="inv"} 0
+outbound_attempts_total{outcome="failed",system="pay"} 0
+outbound_attempts_total{outcome="forced_open",system="inv"} 0
+outbound_attempts_total{outcome="forced_open",system="pay"} 0
+outbound_attempts_total{outcome="hedge_lost",system="inv"} 0
+outbound_attempts_total{outcome="hedge_lost",system="pay"} 0
+outbound_attempts_total{outcome="rate_limited",system="inv"} 0
+outbound_attempts_total{outcome="rate_limited",system="pay"} 0
+outbound_calls_total{outcome="failed",system="inv"} 0
+outbound_calls_total{outcome="failed",system="pay"} 0
+outbound_calls_total{outcome="forced_open",system="inv"} 0
+outbound_calls_total{outcome="forced_open",system="pay"} 0
+outbound_calls_total{outcome="rate_limited",system="inv"} 0
+outbound_calls_total{outcome="rate_limited",system="pay"} 0
 `
 	if err := promtest.GatherAndCompare(promReg, strings.NewReader(want),
 		"outbound_calls_total", "outbound_attempts_total", "outbound_retries_total",
@@ -277,11 +292,11 @@ func gaugeValue(t *testing.T, g prometheus.Gatherer, name, system string) float6
 // gauge through open, half-open and closed, fed by events.
 func TestBreakerTransitions(t *testing.T) {
 	m := metrics.New(nil)
-	m.ObserveBreaker("inv", registry.BreakerClosed, registry.BreakerOpen)
-	m.ObserveBreaker("inv", registry.BreakerOpen, registry.BreakerHalfOpen)
-	m.ObserveBreaker("inv", registry.BreakerHalfOpen, registry.BreakerOpen)
-	m.ObserveBreaker("inv", registry.BreakerOpen, registry.BreakerHalfOpen)
-	m.ObserveBreaker("inv", registry.BreakerHalfOpen, registry.BreakerClosed)
+	m.ObserveBreaker("inv", observe.BreakerClosed, observe.BreakerOpen)
+	m.ObserveBreaker("inv", observe.BreakerOpen, observe.BreakerHalfOpen)
+	m.ObserveBreaker("inv", observe.BreakerHalfOpen, observe.BreakerOpen)
+	m.ObserveBreaker("inv", observe.BreakerOpen, observe.BreakerHalfOpen)
+	m.ObserveBreaker("inv", observe.BreakerHalfOpen, observe.BreakerClosed)
 	m.ObserveBreaker("inv", "weird", "odd") // a state gobreaker might add: counted, not lost
 	const want = `
 # HELP outbound_breaker_transitions_total Circuit breaker state changes.
@@ -302,16 +317,20 @@ outbound_breaker_transitions_total{from="weird",system="inv",to="odd"} 1
 // counted under its name.
 func TestUnexpectedOutcome(t *testing.T) {
 	m := metrics.New(nil)
-	m.ObserveCall(registry.CallEvent{System: "inv", Outcome: registry.OutcomeRetry})
-	m.ObserveAttempt(registry.AttemptEvent{System: "inv", Attempt: 1, Outcome: registry.Outcome(200)})
-	m.ObserveAttempt(registry.AttemptEvent{System: "inv", Attempt: 1, Outcome: registry.OutcomeRetryBudget})
+	m.ObserveCall(observe.CallEvent{System: "inv", Outcome: observe.OutcomeRetry})
+	m.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1, Outcome: observe.Outcome(200)})
+	m.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1, Outcome: observe.OutcomeRetryBudget})
 	const want = `
 # HELP outbound_attempts_total Outbound attempts by how they ended: ok, retry (failed, another attempt may follow), gave_up (failed, the last one), breaker_open (refused, no I/O), canceled.
 # TYPE outbound_attempts_total counter
 outbound_attempts_total{outcome="breaker_open",system="inv"} 0
 outbound_attempts_total{outcome="canceled",system="inv"} 0
+outbound_attempts_total{outcome="failed",system="inv"} 0
+outbound_attempts_total{outcome="forced_open",system="inv"} 0
 outbound_attempts_total{outcome="gave_up",system="inv"} 0
+outbound_attempts_total{outcome="hedge_lost",system="inv"} 0
 outbound_attempts_total{outcome="ok",system="inv"} 0
+outbound_attempts_total{outcome="rate_limited",system="inv"} 0
 outbound_attempts_total{outcome="retry",system="inv"} 0
 outbound_attempts_total{outcome="retry_budget_spent",system="inv"} 1
 outbound_attempts_total{outcome="unknown",system="inv"} 1
@@ -330,15 +349,15 @@ outbound_attempts_total{outcome="unknown",system="inv"} 1
 // are resolved, an attempt, a call and a transition cost no allocation.
 func TestEventsAllocateNothing(t *testing.T) {
 	m := metrics.New(prometheus.NewRegistry())
-	attempt := registry.AttemptEvent{System: "inv", Method: "GET", Host: "h", Path: "/p", Attempt: 2,
-		Status: 503, Duration: 3 * time.Millisecond, Outcome: registry.OutcomeRetry}
-	call := registry.CallEvent{System: "inv", Method: "GET", Attempts: 2, Status: 200,
-		Duration: 5 * time.Millisecond, Outcome: registry.OutcomeOK}
+	attempt := observe.AttemptEvent{System: "inv", Method: "GET", Host: "h", Path: "/p", Attempt: 2,
+		Status: 503, Duration: 3 * time.Millisecond, Outcome: observe.OutcomeRetry}
+	call := observe.CallEvent{System: "inv", Method: "GET", Attempts: 2, Status: 200,
+		Duration: 5 * time.Millisecond, Outcome: observe.OutcomeOK}
 	m.ObserveCall(call) // resolves "inv"
 	allocs := testing.AllocsPerRun(500, func() {
 		m.ObserveAttempt(attempt)
 		m.ObserveCall(call)
-		m.ObserveBreaker("inv", registry.BreakerClosed, registry.BreakerOpen)
+		m.ObserveBreaker("inv", observe.BreakerClosed, observe.BreakerOpen)
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per event, want 0", allocs)
@@ -378,8 +397,8 @@ func TestWatch(t *testing.T) {
 	if n := promtest.CollectAndCount(m, "outbound_breaker_state"); n != 1 {
 		t.Errorf("%d state series after Watch, want 1", n)
 	}
-	if n := promtest.CollectAndCount(m, "outbound_calls_total"); n != 7 {
-		t.Errorf("%d call series after Watch, want one per call outcome (7)", n)
+	if n, want := promtest.CollectAndCount(m, "outbound_calls_total"), len(observe.CallOutcomes()); n != want {
+		t.Errorf("%d call series after Watch, want one per call outcome (%d)", n, want)
 	}
 }
 
@@ -408,8 +427,8 @@ func TestConcurrentEventsAndScrapes(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				sys := []string{"a", "b", "c", "d", "e"}[(g+i)%5]
-				m.ObserveAttempt(registry.AttemptEvent{System: sys, Attempt: 1 + i%2, Outcome: registry.OutcomeOK, Duration: time.Millisecond})
-				m.ObserveCall(registry.CallEvent{System: sys, Attempts: 1, Outcome: registry.OutcomeOK, Duration: time.Millisecond})
+				m.ObserveAttempt(observe.AttemptEvent{System: sys, Attempt: 1 + i%2, Outcome: observe.OutcomeOK, Duration: time.Millisecond})
+				m.ObserveCall(observe.CallEvent{System: sys, Attempts: 1, Outcome: observe.OutcomeOK, Duration: time.Millisecond})
 			}
 		}()
 	}
@@ -434,8 +453,8 @@ func TestConcurrentEventsAndScrapes(t *testing.T) {
 // degradedCircuit is a fleet's breaker whose Redis is gone.
 type degradedCircuit struct{ registry.Circuit }
 
-func (degradedCircuit) FleetSync() registry.FleetSync {
-	return registry.FleetSync{Synced: false, Since: time.Now(), LastError: "connection refused"}
+func (degradedCircuit) FleetSync() observe.FleetSync {
+	return observe.FleetSync{Synced: false, Since: time.Now(), LastError: "connection refused"}
 }
 
 // TestFleetSynced (issue #13): a system at BREAKER_SCOPE=fleet has an

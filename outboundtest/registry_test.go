@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/bulkhead"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
@@ -34,7 +35,7 @@ func env(baseURL string, kv ...string) map[string]string {
 // fastRead makes READ_TIMEOUT 100ms (the other timeouts follow the rules).
 var fastRead = []string{"INVENTORY_CONNECT_TIMEOUT", "50ms", "INVENTORY_TLS_HANDSHAKE_TIMEOUT", "100ms", "INVENTORY_READ_TIMEOUT", "100ms"}
 
-func wantOp(t *testing.T, err error, op registry.Op) {
+func wantOp(t *testing.T, err error, op observe.Op) {
 	t.Helper()
 	var e *registry.Error
 	if !errors.As(err, &e) || e.Op != op {
@@ -47,7 +48,7 @@ func TestSlowHeadersTripReadTimeout(t *testing.T) {
 	up := outboundtest.NewUpstream(t, outboundtest.SlowHeaders(time.Minute))
 	reg := registrytest.New(t, env(up.URL, append(fastRead, "INVENTORY_RETRIES", "0")...), registrytest.Watch(up))
 	_, _, err := get(t, reg.MustClient("inventory"), "/")
-	wantOp(t, err, registry.OpReadTimeout)
+	wantOp(t, err, observe.OpReadTimeout)
 }
 
 func TestStormRetriedThrough(t *testing.T) {
@@ -71,7 +72,7 @@ func TestResetThroughARegistry(t *testing.T) {
 	if !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("err = %v, want ECONNRESET", err)
 	}
-	wantOp(t, err, registry.OpTransport)
+	wantOp(t, err, observe.OpTransport)
 }
 
 // The registry waits as long as the upstream's Retry-After says, in

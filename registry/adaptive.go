@@ -7,29 +7,12 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/policy"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // The adaptive bulkhead's glue (ADAPTIVE_CONCURRENCY): the bulkhead
 // stage builds it, call measures each call for it, and the observers
 // that care hear when its limit moves a lot.
-
-// LimitEvent says that a system's adaptive bulkhead limit moved by a
-// quarter or more since the last event (or since the ceiling, its
-// starting point).
-type LimitEvent struct {
-	System   string
-	From, To int64 // the limit before and after
-	Ceiling  int64 // MAX_CONCURRENT
-}
-
-// LimitObserver is an optional interface of an [Observer]: one that
-// implements it is also told of the large moves of a system's adaptive
-// limit (ADAPTIVE_CONCURRENCY=true). ObserveLimit runs while the bulkhead
-// holds its lock: it must be quick and must not call back into the
-// client. [WithLogger]'s observer logs each event at Info.
-type LimitObserver interface {
-	ObserveLimit(LimitEvent)
-}
 
 // newBulkhead is the bulkhead stage's construction: fixed at
 // MAX_CONCURRENT, or adaptive between MIN_CONCURRENT and it.
@@ -52,9 +35,9 @@ func (c *Client) limitChanged(_, to int64) {
 		return
 	}
 	c.limitShown = to
-	ev := LimitEvent{System: c.name, From: from, To: to, Ceiling: c.bh.Capacity()}
+	ev := observe.LimitEvent{System: c.name, From: from, To: to, Ceiling: c.bh.Capacity()}
 	for _, o := range c.observers {
-		if lo, ok := o.(LimitObserver); ok {
+		if lo, ok := o.(observe.LimitObserver); ok {
 			lo.ObserveLimit(ev)
 		}
 	}
@@ -85,7 +68,7 @@ func (c *Client) record(start time.Time, resp *http.Response, err error) {
 		failed = true
 	default:
 		switch e.Op {
-		case OpCanceled, OpBudgetTimeout, OpBreaker, OpClosed, OpRequest, OpTLS:
+		case observe.OpCanceled, observe.OpBudgetTimeout, observe.OpBreaker, observe.OpClosed, observe.OpRequest, observe.OpTLS:
 			return
 		}
 		failed = true

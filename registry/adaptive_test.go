@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/bulkhead"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
@@ -429,7 +430,7 @@ func TestIssue15CancelledCallsAreNotFailures(t *testing.T) {
 				if !errors.As(err, &e) {
 					t.Fatalf("err %v, want a *registry.Error", err)
 				}
-				if want := map[bool]registry.Op{false: registry.OpReadTimeout, true: registry.OpCanceled}[tc.cancel]; e.Op != want {
+				if want := map[bool]observe.Op{false: observe.OpReadTimeout, true: observe.OpCanceled}[tc.cancel]; e.Op != want {
 					t.Fatalf("op %q, want %q", e.Op, want)
 				}
 			}

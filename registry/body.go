@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/internal/drain"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // permit is one call's bulkhead permit and deadline. It is given back
@@ -149,7 +150,7 @@ func (b *body) Read(p []byte) (int, error) {
 	if err != nil && err != io.EOF && b.closed.Load() {
 		// Close (from another goroutine, or before this Read) ended the
 		// read: not the caller's cancellation nor a deadline.
-		return n, &Error{System: b.p.c.name, Op: OpBodyClosed, Err: errReadAfterClose}
+		return n, &Error{System: b.p.c.name, Op: observe.OpBodyClosed, Err: errReadAfterClose}
 	}
 	if err != nil && err != io.EOF && b.p.ctx.Err() != nil {
 		// The call's deadline (or the caller) ended the read: say which,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/policy"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -25,7 +26,7 @@ import (
 // call before the bulkhead) and by [Client.Status]; Counts by Status. All
 // three are called from any goroutine, concurrently, and must be quick:
 // they are on every call's path. A Circuit that also has a method
-// FleetSync() FleetSync has it shown in Status; one that is a
+// FleetSync() observe.FleetSync has it shown in Status; one that is a
 // [StateReporter] tells the observers of its own changes of state.
 type Circuit interface {
 	Execute(send func() (*http.Response, error)) (*http.Response, error)
@@ -52,39 +53,23 @@ type StateReporter interface {
 	ReportStates(report func(from, to gobreaker.State)) (local func(from, to gobreaker.State))
 }
 
-// Verdict is how the breaker stage counts an attempt.
-type Verdict uint8
-
-// The verdicts of [Judge].
-const (
-	// VerdictExcluded is neither a success nor a failure: the caller
-	// cancelled, the request was bad before any I/O, the caller's budget
-	// left the attempt no fair chance, or the circuit refused it.
-	VerdictExcluded Verdict = iota
-	// VerdictSuccess is any response not counted as a failure.
-	VerdictSuccess
-	// VerdictFailure is a transport error, an attempt timeout or a status
-	// the upstream failed with (408, 429, 5xx).
-	VerdictFailure
-)
-
 // Judge says how the breaker stage counts err, the error that the send
 // function given to [Circuit.Execute] returned (and Execute passes on).
 // The system's own breaker counts with it; a Circuit standing in for it
 // counts with it too, so that both agree. Judge does not allocate.
-func Judge(err error) Verdict {
+func Judge(err error) observe.Verdict {
 	switch {
 	case err == nil:
-		return VerdictSuccess
+		return observe.VerdictSuccess
 	case err == errFailedStatus:
-		return VerdictFailure
+		return observe.VerdictFailure
 	}
 	// send returns attemptError unwrapped; a type assertion costs no
 	// allocation on every attempt, unlike errors.As.
 	if ae, ok := err.(*attemptError); ok && !ae.excluded {
-		return VerdictFailure
+		return observe.VerdictFailure
 	}
-	return VerdictExcluded
+	return observe.VerdictExcluded
 }
 
 // WithFleetCircuit installs the breaker of a fleet: wrap is called once
@@ -112,13 +97,13 @@ func (o *options) fleetCircuit(l config.Loaded, local Circuit) (Circuit, error) 
 }
 
 // pass is the breaker stage of attempt n: the circuit lets it through to
-// the send stage, or refuses it with no I/O (op OpBreaker). The circuit
+// the send stage, or refuses it with no I/O (op observe.OpBreaker). The circuit
 // counts transport errors, attempt timeouts and policy.UpstreamFailure
 // statuses as failures, every other response as a success, and excludes
 // the caller's cancellation, requests refused before any I/O and attempts
 // the caller's budget left no fair chance. last says no retry can follow:
 // observers see a failed last attempt as gave_up rather than retry.
-func (c *Client) pass(req *http.Request, n int, last bool) (*http.Response, Op, error) {
+func (c *Client) pass(req *http.Request, n int, last bool) (*http.Response, observe.Op, error) {
 	var t0 time.Time
 	if len(c.observers) > 0 {
 		t0 = time.Now()
@@ -130,7 +115,7 @@ func (c *Client) pass(req *http.Request, n int, last bool) (*http.Response, Op, 
 
 // through is pass without the observers: the hedge stage tells them
 // once it knows which copy won.
-func (c *Client) through(req *http.Request) (*http.Response, Op, error) {
+func (c *Client) through(req *http.Request) (*http.Response, observe.Op, error) {
 	resp, err := c.cb.Execute(func() (*http.Response, error) {
 		resp, op, avail, err := c.send(req)
 		switch {
@@ -143,15 +128,15 @@ func (c *Client) through(req *http.Request) (*http.Response, Op, error) {
 		}
 		return resp, nil
 	})
-	var op Op
+	var op observe.Op
 	switch {
 	case err == nil:
 	case err == errFailedStatus:
 		err = nil
 	case errors.Is(err, gobreaker.ErrOpenState):
-		resp, err, op = nil, &Error{System: c.name, Op: OpBreaker, Err: errOpenState}, OpBreaker
+		resp, err, op = nil, &Error{System: c.name, Op: observe.OpBreaker, Err: errOpenState}, observe.OpBreaker
 	case errors.Is(err, gobreaker.ErrTooManyRequests):
-		resp, err, op = nil, &Error{System: c.name, Op: OpBreaker, Err: errProbesBusy}, OpBreaker
+		resp, err, op = nil, &Error{System: c.name, Op: observe.OpBreaker, Err: errProbesBusy}, observe.OpBreaker
 	default:
 		if ae, ok := err.(*attemptError); ok {
 			op, err = ae.op, ae.err
@@ -171,11 +156,11 @@ const minFairAttempt = 100 * time.Millisecond
 // avail before its deadline (-1: none), is neither a success nor a failure
 // for the breaker: the caller cancelled, the request was bad before any
 // I/O, or the caller's budget left the attempt no fair chance.
-func excluded(op Op, avail time.Duration) bool {
+func excluded(op observe.Op, avail time.Duration) bool {
 	switch op {
-	case OpCanceled, OpRequest:
+	case observe.OpCanceled, observe.OpRequest:
 		return true
-	case OpBudgetTimeout:
+	case observe.OpBudgetTimeout:
 		return avail >= 0 && avail < minFairAttempt
 	}
 	return false
@@ -185,7 +170,7 @@ func excluded(op Op, avail time.Duration) bool {
 // its op, and whether the circuit must exclude it (neither a success nor a
 // failure: the caller's cancellation or spent budget).
 type attemptError struct {
-	op       Op
+	op       observe.Op
 	excluded bool
 	err      error
 }
@@ -227,18 +212,18 @@ func newBreaker(name string, c config.Client, onChange func(from, to gobreaker.S
 			}
 		},
 		IsSuccessful: func(err error) bool { return err == nil },
-		IsExcluded:   func(err error) bool { return err != nil && Judge(err) == VerdictExcluded },
+		IsExcluded:   func(err error) bool { return err != nil && Judge(err) == observe.VerdictExcluded },
 	})
 }
 
-func breakerState(s gobreaker.State) BreakerState {
+func breakerState(s gobreaker.State) observe.BreakerState {
 	switch s {
 	case gobreaker.StateOpen:
-		return BreakerOpen
+		return observe.BreakerOpen
 	case gobreaker.StateHalfOpen:
-		return BreakerHalfOpen
+		return observe.BreakerHalfOpen
 	}
-	return BreakerClosed
+	return observe.BreakerClosed
 }
 
 // breakerRefusal is the cause of a call the breaker refused. Its values

@@ -15,6 +15,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -177,17 +178,17 @@ func TestBreakerStormOpensAfterMinRequests(t *testing.T) {
 			t.Fatalf("call %d: %v, want the 503 response", i, res)
 		}
 		st := c.Status()
-		if want := registry.BreakerClosed; i < 5 && st.Breaker != want {
+		if want := observe.BreakerClosed; i < 5 && st.Breaker != want {
 			t.Fatalf("after %d failures (min 5): breaker %s, want %s", i, st.Breaker, want)
 		}
 		if i < 5 && st.BreakerCounts.Failures != uint32(i) {
-			t.Fatalf("after %d failures: BreakerCounts %+v, want %d failures", i, st.BreakerCounts, i)
+			t.Fatalf("after %d failures: observe.BreakerCounts %+v, want %d failures", i, st.BreakerCounts, i)
 		}
 	}
 	if got := srv.Hits(); got != 5 {
 		t.Fatalf("server hits after the storm = %d, want 5", got)
 	}
-	if st := c.Status(); st.Breaker != registry.BreakerOpen {
+	if st := c.Status(); st.Breaker != observe.BreakerOpen {
 		t.Fatalf("after 5 failures: breaker %s, want open", st.Breaker)
 	}
 
@@ -204,8 +205,8 @@ func TestBreakerStormOpensAfterMinRequests(t *testing.T) {
 			t.Fatalf("call %d while open: %v matches ErrTooManyRequests, want ErrOpenState only", 5+i, res.err)
 		}
 		e := resilAsError(t, res.err)
-		if e.System != "inv" || e.Op != registry.OpBreaker || e.Attempts != 0 {
-			t.Fatalf("call %d while open: Error{System %q, Op %q, Attempts %d}, want inv, breaker, 0", 5+i, e.System, e.Op, e.Attempts)
+		if e.System != "inv" || e.Op != observe.OpBreaker || e.Attempts != 0 {
+			t.Fatalf("call %d while open: Error{System %q, observe.Op %q, Attempts %d}, want inv, breaker, 0", 5+i, e.System, e.Op, e.Attempts)
 		}
 		if !strings.Contains(res.err.Error(), "outbound inv") {
 			t.Fatalf("error %q does not name the system", res.err)
@@ -218,7 +219,7 @@ func TestBreakerStormOpensAfterMinRequests(t *testing.T) {
 		t.Fatalf("server requests after %d calls while open = %d, want still 5", fastCalls, got)
 	}
 	st := c.Status()
-	if st.Breaker != registry.BreakerOpen || st.BreakerRejected != fastCalls || st.Calls != 5 || st.InFlight != 0 {
+	if st.Breaker != observe.BreakerOpen || st.BreakerRejected != fastCalls || st.Calls != 5 || st.InFlight != 0 {
 		t.Fatalf("status = breaker %s, rejected %d, calls %d, in flight %d; want open, %d, 5, 0",
 			st.Breaker, st.BreakerRejected, st.Calls, st.InFlight, fastCalls)
 	}
@@ -256,14 +257,14 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 	trip := func(n int) {
 		t.Helper()
 		for i := 1; i <= n; i++ {
-			if st := c.Status(); st.Breaker != registry.BreakerClosed {
+			if st := c.Status(); st.Breaker != observe.BreakerClosed {
 				t.Fatalf("before tripping call %d of %d: breaker %s, want closed", i, n, st.Breaker)
 			}
 			if res := resilGet(c, "/x", resilBound); res.err != nil || res.status != http.StatusServiceUnavailable {
 				t.Fatalf("tripping call %d: %v, want 503", i, res)
 			}
 		}
-		if st := c.Status(); st.Breaker != registry.BreakerOpen {
+		if st := c.Status(); st.Breaker != observe.BreakerOpen {
 			t.Fatalf("after %d failures: breaker %s, want open", n, st.Breaker)
 		}
 	}
@@ -271,7 +272,7 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		resilEventually(t, 20*openTimeout+5*time.Second, "breaker half-open", func() bool {
-			return c.Status().Breaker == registry.BreakerHalfOpen
+			return c.Status().Breaker == observe.BreakerHalfOpen
 		})
 		return time.Since(start)
 	}
@@ -291,8 +292,8 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 	if !errors.Is(res.err, registry.ErrCircuitOpen) || !errors.Is(res.err, gobreaker.ErrTooManyRequests) {
 		t.Fatalf("third call while 2 probes are in flight: %v, want ErrCircuitOpen and ErrTooManyRequests", res)
 	}
-	if e := resilAsError(t, res.err); e.System != "inv" || e.Op != registry.OpBreaker {
-		t.Fatalf("third call: Error{System %q, Op %q}, want inv, breaker", e.System, e.Op)
+	if e := resilAsError(t, res.err); e.System != "inv" || e.Op != observe.OpBreaker {
+		t.Fatalf("third call: Error{System %q, observe.Op %q}, want inv, breaker", e.System, e.Op)
 	}
 	if got := srv.Requests(); got != openedAt+2 {
 		t.Fatalf("server requests = %d, want %d (the 2 probes only)", got, openedAt+2)
@@ -303,7 +304,7 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 			t.Fatalf("probe %d: %v, want 200", i+1, res)
 		}
 	}
-	if st := c.Status(); st.Breaker != registry.BreakerClosed {
+	if st := c.Status(); st.Breaker != observe.BreakerClosed {
 		t.Fatalf("after 2 successful probes: breaker %s, want closed", st.Breaker)
 	}
 	for i := range 5 {
@@ -322,7 +323,7 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 	if res := resilGet(c, "/x", resilBound); res.err != nil || res.status != http.StatusServiceUnavailable {
 		t.Fatalf("failing probe: %v, want its 503", res)
 	}
-	if st := c.Status(); st.Breaker != registry.BreakerOpen {
+	if st := c.Status(); st.Breaker != observe.BreakerOpen {
 		t.Fatalf("after a failing probe: breaker %s, want open", st.Breaker)
 	}
 	for range 10 {
@@ -376,8 +377,8 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 			if !errors.Is(res.err, context.Canceled) {
 				t.Fatalf("round %d call %d: %v, want context.Canceled", round, i+1, res)
 			}
-			if e := resilAsError(t, res.err); e.Op != registry.OpCanceled || e.Attempts != 1 {
-				t.Fatalf("round %d call %d: Op %q after %d attempts, want canceled after 1", round, i+1, e.Op, e.Attempts)
+			if e := resilAsError(t, res.err); e.Op != observe.OpCanceled || e.Attempts != 1 {
+				t.Fatalf("round %d call %d: observe.Op %q after %d attempts, want canceled after 1", round, i+1, e.Op, e.Attempts)
 			}
 		}
 		excluded += perRound
@@ -396,18 +397,18 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 		if res.err == nil {
 			t.Fatalf("deadline round call %d: %v, want an error", i+1, res)
 		}
-		if e := resilAsError(t, res.err); e.Op != registry.OpBudgetTimeout || !e.Timeout() {
-			t.Fatalf("deadline round call %d: Op %q (%v), want budget timeout", i+1, e.Op, res.err)
+		if e := resilAsError(t, res.err); e.Op != observe.OpBudgetTimeout || !e.Timeout() {
+			t.Fatalf("deadline round call %d: observe.Op %q (%v), want budget timeout", i+1, e.Op, res.err)
 		}
 	}
 	excluded += perRound
 
 	st := c.Status()
-	if st.Breaker != registry.BreakerClosed || st.BreakerCounts.Failures != 0 || st.BreakerCounts.Successes != 0 {
+	if st.Breaker != observe.BreakerClosed || st.BreakerCounts.Failures != 0 || st.BreakerCounts.Successes != 0 {
 		t.Fatalf("after %d abandoned calls: breaker %s, counts %+v; want closed, 0 failures", excluded, st.Breaker, st.BreakerCounts)
 	}
 	if st.BreakerCounts.Exclusions != uint32(excluded) {
-		t.Fatalf("BreakerCounts.Exclusions = %d, want %d", st.BreakerCounts.Exclusions, excluded)
+		t.Fatalf("observe.BreakerCounts.Exclusions = %d, want %d", st.BreakerCounts.Exclusions, excluded)
 	}
 	if st.Retries != 0 || st.InFlight != 0 {
 		t.Fatalf("status retries %d, in flight %d; want 0, 0 (abandoned calls are not retried)", st.Retries, st.InFlight)
@@ -417,7 +418,7 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 		t.Fatalf("call after the gate opened: %v, want 200", res)
 	}
 	st = c.Status()
-	if st.Breaker != registry.BreakerClosed || st.BreakerCounts.Successes != 1 || st.BreakerCounts.Failures != 0 {
+	if st.Breaker != observe.BreakerClosed || st.BreakerCounts.Successes != 1 || st.BreakerCounts.Failures != 0 {
 		t.Fatalf("final: breaker %s, counts %+v; want closed, 1 success, 0 failures", st.Breaker, st.BreakerCounts)
 	}
 	t.Logf("%d abandoned calls (%d requests reached the server): breaker closed, counts %+v", excluded, srv.Requests(), st.BreakerCounts)
@@ -464,7 +465,7 @@ func TestBreakerStatusClassification(t *testing.T) {
 				tc.code, gotS, gotF, after.Requests-before.Requests, wantS, wantF)
 		}
 	}
-	if st := c.Status(); st.Breaker != registry.BreakerClosed {
+	if st := c.Status(); st.Breaker != observe.BreakerClosed {
 		t.Fatalf("breaker %s, want closed (min requests not reached)", st.Breaker)
 	}
 }
@@ -493,7 +494,7 @@ func TestBreakerCountsAttempts(t *testing.T) {
 		}
 		st := c.Status()
 		if n := st.BreakerCounts; n.Requests != 3 || n.Failures != 3 || n.Successes != 0 {
-			t.Fatalf("BreakerCounts = %+v, want 3 requests, 3 failures", n)
+			t.Fatalf("observe.BreakerCounts = %+v, want 3 requests, 3 failures", n)
 		}
 		if st.Calls != 1 || st.Retries != 2 {
 			t.Fatalf("status calls %d, retries %d; want 1, 2", st.Calls, st.Retries)
@@ -523,7 +524,7 @@ func TestBreakerCountsAttempts(t *testing.T) {
 		if got := srv.Hits(); got != 2 {
 			t.Fatalf("server hits = %d, want 2", got)
 		}
-		if st := c.Status(); st.Breaker != registry.BreakerOpen || st.InFlight != 0 {
+		if st := c.Status(); st.Breaker != observe.BreakerOpen || st.InFlight != 0 {
 			t.Fatalf("breaker %s, in flight %d; want open, 0", st.Breaker, st.InFlight)
 		}
 	})

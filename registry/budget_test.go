@@ -12,6 +12,7 @@ import (
 
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // A caller with 300ms left gets a call bounded by 300ms - 100ms reserve,
@@ -44,7 +45,7 @@ func TestBudgetCallerDeadlineCapsCall(t *testing.T) {
 		cancel()
 		t.Logf("run %d: budget timeout after %v: %v (errors.Is DeadlineExceeded: %v)",
 			run, elapsed, err, errors.Is(err, context.DeadlineExceeded))
-		tbrTimeout(t, err, OpBudgetTimeout, 1)
+		tbrTimeout(t, err, observe.OpBudgetTimeout, 1)
 		// ErrExhausted is the cause of the capped deadline only: had the
 		// caller's own deadline fired first, the cause would be
 		// context.DeadlineExceeded.
@@ -100,7 +101,7 @@ func TestBudgetSpentFailsFast(t *testing.T) {
 				resp.Body.Close()
 				t.Fatalf("got a response (%d), want none", resp.StatusCode)
 			}
-			tbrError(t, err, OpBudget)
+			tbrError(t, err, observe.OpBudget)
 			if !errors.Is(err, capbudget.ErrExhausted) {
 				t.Errorf("error does not match capbudget.ErrExhausted: %v", err)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -51,8 +52,8 @@ func resilWantFull(t *testing.T, res resilResult, system string) {
 		t.Fatalf("%v, want bulkhead.ErrFull", res)
 	}
 	e := resilAsError(t, res.err)
-	if e.System != system || e.Op != registry.OpBulkhead || e.Attempts != 0 {
-		t.Fatalf("Error{System %q, Op %q, Attempts %d}, want %s, bulkhead, 0", e.System, e.Op, e.Attempts, system)
+	if e.System != system || e.Op != observe.OpBulkhead || e.Attempts != 0 {
+		t.Fatalf("Error{System %q, observe.Op %q, Attempts %d}, want %s, bulkhead, 0", e.System, e.Op, e.Attempts, system)
 	}
 }
 

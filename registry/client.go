@@ -10,6 +10,7 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/redact"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -28,12 +29,13 @@ type Client struct {
 	toCircuit func(from, to gobreaker.State) // where the gobreaker's changes go when cb reports states; nil: the observers
 	budget    *retryBudget
 	hedger    *hedger // nil: the system does not hedge
-	observers []Observer
+	observers []observe.Observer
 	closed    *atomic.Bool // the registry's
 	faults    *faults      // drills only (OUTBOUND_FAULTS=on); nil: none
 
 	checkRedirect func(*http.Request, []*http.Request) error // the redirect policy of follow, the engine of both entry points
 	outer         *http.Client                               // HTTPClient()'s template: the whole pipeline per request, never follows itself
+	entry         http.RoundTripper                          // one call through the whole pipeline: the call stage, maybe traced
 
 	stats counters
 
@@ -73,6 +75,13 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Co
 	c.rt = c.transport
 	if o.wrap != nil {
 		c.rt = o.wrap(l.Name, c.transport)
+	}
+	c.entry = callStage{c}
+	for _, ob := range o.observers {
+		if t, ok := ob.(observe.Tracer); ok {
+			c.rt = t.TraceAttempt(l.Name, c.rt)
+			c.entry = t.TraceCall(l.Name, c.entry)
+		}
 	}
 	c.cb = newBreaker(l.Name, l.Client, c.localChanged)
 	if l.Client.BreakerScope == "fleet" {
@@ -146,11 +155,19 @@ func (c *Client) HTTPClient() *http.Client {
 // sooner. Redirects followed by Do stay inside that one deadline and one
 // bulkhead permit.
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
-	resp, err := c.call(req, c.followRedirects)
+	resp, err := c.entry.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// callStage is the entry of one call: the whole pipeline, redirects
+// included, as a RoundTripper that observers may wrap ([observe.Tracer]).
+type callStage struct{ c *Client }
+
+func (s callStage) RoundTrip(req *http.Request) (*http.Response, error) {
+	return s.c.call(req, s.c.followRedirects)
 }
 
 // followRedirects sends req through the redirect engine (follow, over
@@ -165,7 +182,7 @@ func (c *Client) followRedirects(req *http.Request) (*http.Response, error) {
 	if e, ok := err.(*Error); ok {
 		return nil, e
 	}
-	return nil, &Error{System: c.name, Op: OpTransport, Method: req.Method, URL: redactedURL(req), Err: err}
+	return nil, &Error{System: c.name, Op: observe.OpTransport, Method: req.Method, URL: redactedURL(req), Err: err}
 }
 
 // pipelineTransport is HTTPClient's transport: the whole pipeline per
@@ -173,7 +190,7 @@ func (c *Client) followRedirects(req *http.Request) (*http.Response, error) {
 type pipelineTransport struct{ c *Client }
 
 func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := p.c.call(req, p.c.followRedirects)
+	resp, err := p.c.entry.RoundTrip(req)
 	if err == nil {
 		// Only the pipeline may mark a response refused.
 		delete(resp.Header, RefusedHeader)

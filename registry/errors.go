@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/observe"
 )
 
 var (
@@ -29,37 +30,13 @@ var (
 	ErrPathEscapesBase = errors.New("outbound: relative path climbs above BASE_URL")
 )
 
-// Op names the stage of the pipeline or the phase of the attempt an
-// [*Error] comes from.
-type Op string
-
-// The ops an [*Error] can carry.
-const (
-	OpBulkhead       Op = "bulkhead"        // no permit (bulkhead.ErrFull)
-	OpBudget         Op = "budget"          // caller's budget spent before any I/O
-	OpBreaker        Op = "breaker"         // circuit open, no I/O
-	OpConnect        Op = "connect"         // TCP connect failed
-	OpConnectTimeout Op = "connect timeout" // no TCP handshake within CONNECT_TIMEOUT
-	OpTLSTimeout     Op = "tls handshake timeout"
-	OpReadTimeout    Op = "read timeout"   // no response headers within READ_TIMEOUT
-	OpCallTimeout    Op = "call timeout"   // CALL_TIMEOUT passed
-	OpBudgetTimeout  Op = "budget timeout" // the caller's deadline (minus reserve) passed
-	OpCanceled       Op = "canceled"       // the caller cancelled
-	OpTLS            Op = "tls"            // certificate or TLS alert error; not retried
-	OpRequest        Op = "request"        // net/http refused the request before any I/O; not retried
-	OpTransport      Op = "transport"      // any other transport error
-	OpStatus         Op = "status"         // gave up on a temporary status
-	OpClosed         Op = "closed"         // the registry was closed
-	OpBodyClosed     Op = "body closed"    // a read of a response body already closed
-)
-
 // Error is the error of a call that did not return a response. It names
 // the system and the stage that failed, and unwraps to the cause: the
 // package sentinels, bulkhead.ErrFull, capbudget.ErrExhausted, the
 // transport's error, context errors.
 type Error struct {
 	System   string
-	Op       Op
+	Op       observe.Op
 	Method   string // empty for fast failures
 	URL      string // redacted; empty for fast failures
 	Attempts int    // attempts sent; 0 when nothing was sent
@@ -102,14 +79,14 @@ func (e *Error) Error() string {
 			cause = strings.TrimPrefix(cause, p)
 		}
 	}
-	if cause == string(e.Op) {
+	if cause == e.Op.String() {
 		cause = "" // "call timeout: call timeout"
 	}
 	// A sentinel that names its stage ("registry closed", "time budget
 	// exhausted") stands alone.
 	stage := e.Err != ErrClosed && e.Err != capbudget.ErrExhausted && e.Err != errReadAfterClose
 	if stage {
-		b.WriteString(string(e.Op))
+		b.WriteString(e.Op.String())
 	}
 	if e.Attempts > 1 {
 		fmt.Fprintf(&b, " after %d attempts", e.Attempts)
@@ -136,14 +113,14 @@ func (e *Error) Unwrap() error { return e.Err }
 // http.Client's Timeout errors do, whatever the cause that fired
 // (capbudget.ErrCallTimeout or capbudget.ErrExhausted).
 func (e *Error) Is(target error) bool {
-	return target == context.DeadlineExceeded && (e.Op == OpCallTimeout || e.Op == OpBudgetTimeout || e.Op == OpBudget)
+	return target == context.DeadlineExceeded && (e.Op == observe.OpCallTimeout || e.Op == observe.OpBudgetTimeout || e.Op == observe.OpBudget)
 }
 
 // Timeout reports whether the call failed on a timeout of any phase, as
 // net.Error does.
 func (e *Error) Timeout() bool {
 	switch e.Op {
-	case OpConnectTimeout, OpTLSTimeout, OpReadTimeout, OpCallTimeout, OpBudgetTimeout, OpIdleTimeout:
+	case observe.OpConnectTimeout, observe.OpTLSTimeout, observe.OpReadTimeout, observe.OpCallTimeout, observe.OpBudgetTimeout, observe.OpIdleTimeout:
 		return true
 	}
 	return false

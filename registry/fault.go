@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // ErrInjected matches the errors of attempts that fault injection made
@@ -90,7 +91,7 @@ type faultKey struct{}
 // reached READ_TIMEOUT or the deadline), op naming the phase. Otherwise
 // the attempt goes on with out, which is req, or a copy marked as
 // delayed.
-func (f *faults) inject(req *http.Request) (out *http.Request, resp *http.Response, op Op, err error, done bool) {
+func (f *faults) inject(req *http.Request) (out *http.Request, resp *http.Response, op observe.Op, err error, done bool) {
 	a, d := f.draw()
 	out = req
 	if d < f.delayBelow {
@@ -102,9 +103,9 @@ func (f *faults) inject(req *http.Request) (out *http.Request, resp *http.Respon
 	}
 	if a < f.abortBelow {
 		f.aborted.Add(1)
-		return nil, f.abort(out), "", nil, true
+		return nil, f.abort(out), 0, nil, true
 	}
-	return out, nil, "", nil, false
+	return out, nil, 0, nil, false
 }
 
 // wait holds an attempt for the injected delay. The delay stands for a
@@ -112,7 +113,7 @@ func (f *faults) inject(req *http.Request) (out *http.Request, resp *http.Respon
 // would: a delay that reaches READ_TIMEOUT ends the attempt there as a
 // read timeout. The context's end (CALL_TIMEOUT, the caller's budget, a
 // cancellation) cuts it too.
-func (f *faults) wait(ctx context.Context) (Op, error) {
+func (f *faults) wait(ctx context.Context) (observe.Op, error) {
 	d := min(f.delay, f.read)
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -125,10 +126,10 @@ func (f *faults) wait(ctx context.Context) (Op, error) {
 	case <-t.C:
 	}
 	if f.delay >= f.read {
-		return OpReadTimeout, &injectedError{msg: "timeout awaiting response headers: injected delay of " +
+		return observe.OpReadTimeout, &injectedError{msg: "timeout awaiting response headers: injected delay of " +
 			f.delay.String() + " reached READ_TIMEOUT (" + f.read.String() + ")"}
 	}
-	return "", nil
+	return 0, nil
 }
 
 // abort makes up the response of an aborted attempt: FAULT_ABORT_STATUS,

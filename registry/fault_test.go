@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
@@ -30,16 +31,16 @@ import (
 // drillObserver records every attempt event.
 type drillObserver struct {
 	mu       sync.Mutex
-	attempts []registry.AttemptEvent
+	attempts []observe.AttemptEvent
 }
 
-func (o *drillObserver) ObserveAttempt(e registry.AttemptEvent) {
+func (o *drillObserver) ObserveAttempt(e observe.AttemptEvent) {
 	o.mu.Lock()
 	o.attempts = append(o.attempts, e)
 	o.mu.Unlock()
 }
-func (o *drillObserver) ObserveCall(registry.CallEvent)                                      {}
-func (o *drillObserver) ObserveBreaker(string, registry.BreakerState, registry.BreakerState) {}
+func (o *drillObserver) ObserveCall(observe.CallEvent)                                     {}
+func (o *drillObserver) ObserveBreaker(string, observe.BreakerState, observe.BreakerState) {}
 
 // drillFigures counts the attempts: all, sent (not refused by the
 // breaker), injected, and those whose error matches ErrInjected.
@@ -51,7 +52,7 @@ func (o *drillObserver) figures() drillFigures {
 	var f drillFigures
 	for _, e := range o.attempts {
 		f.attempts++
-		if e.Outcome == registry.OutcomeBreakerOpen {
+		if e.Outcome == observe.OutcomeBreakerOpen {
 			f.breakerOpen++
 			continue
 		}
@@ -137,7 +138,7 @@ func TestDrillAbort10Percent(t *testing.T) {
 	if f.injected != int(st.InjectedAborts) {
 		t.Errorf("observers saw %d injected attempts, want %d", f.injected, st.InjectedAborts)
 	}
-	if st.Breaker != registry.BreakerClosed || st.OK != calls {
+	if st.Breaker != observe.BreakerClosed || st.OK != calls {
 		t.Errorf("breaker %s, ok %d; want closed, %d", st.Breaker, st.OK, calls)
 	}
 	if st.Faults != "aborts 10% of attempts with 503" {
@@ -221,7 +222,7 @@ func TestDrillAbortAll(t *testing.T) {
 	st, f := c.Status(), obs.figures()
 	t.Logf("100%% aborts, RETRIES=2, BREAKER_MIN_REQUESTS=5, %d calls: %d answered 503 (injected), %d refused by the open breaker, %d attempts sent, %d injected aborts, upstream saw %d, breaker %s",
 		calls, aborted503, refused, f.sent, st.InjectedAborts, up.Requests(), st.Breaker)
-	if st.Breaker != registry.BreakerOpen {
+	if st.Breaker != observe.BreakerOpen {
 		t.Errorf("breaker %s, want open", st.Breaker)
 	}
 	if aborted503 == 0 || refused == 0 || aborted503+refused != calls {
@@ -242,7 +243,7 @@ func TestDrillAbortAll(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &snap); err != nil {
 		t.Fatalf("status.json: %v\n%s", err, rec.Body)
 	}
-	if s := snap.Systems[0]; s.Breaker != registry.BreakerOpen || s.Faults != "aborts 100% of attempts with 503" || s.InjectedAborts == 0 {
+	if s := snap.Systems[0]; s.Breaker != observe.BreakerOpen || s.Faults != "aborts 100% of attempts with 503" || s.InjectedAborts == 0 {
 		t.Errorf("status.json: breaker %s, faults %q, injected aborts %d", s.Breaker, s.Faults, s.InjectedAborts)
 	}
 }
@@ -295,7 +296,7 @@ func drillDelay(t *testing.T, name, minRequests string) {
 		switch {
 		case r.err == nil && r.status == http.StatusOK:
 			ok++
-		case errors.As(r.err, &e) && e.Op == registry.OpReadTimeout && errors.Is(r.err, registry.ErrInjected):
+		case errors.As(r.err, &e) && e.Op == observe.OpReadTimeout && errors.Is(r.err, registry.ErrInjected):
 			readTimeouts++
 		default:
 			other++
@@ -339,13 +340,13 @@ func TestFaultDelayCountsAgainstReadTimeout(t *testing.T) {
 		delay     string
 		budget    time.Duration // the caller's deadline; 0: none
 		wantAfter time.Duration // when the attempt ended or was sent
-		wantOp    registry.Op   // "": sent, 200
+		wantOp    observe.Op    // "": sent, 200
 		wantSent  bool
 	}{
-		{name: "longer than READ_TIMEOUT", delay: "2s", wantAfter: time.Second, wantOp: registry.OpReadTimeout},
+		{name: "longer than READ_TIMEOUT", delay: "2s", wantAfter: time.Second, wantOp: observe.OpReadTimeout},
 		{name: "shorter than READ_TIMEOUT", delay: "500ms", wantAfter: 500 * time.Millisecond, wantSent: true},
 		{name: "cut by the caller's budget", delay: "2s", budget: 700 * time.Millisecond,
-			wantAfter: 600 * time.Millisecond, wantOp: registry.OpBudgetTimeout}, // 100ms reserve
+			wantAfter: 600 * time.Millisecond, wantOp: observe.OpBudgetTimeout}, // 100ms reserve
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

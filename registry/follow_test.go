@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // followHop is what followServer saw of one hop.
@@ -151,7 +152,7 @@ func TestFollowBadLocation(t *testing.T) {
 		t.Fatalf("Do: status %d, want an error", resp.StatusCode)
 	}
 	var e *Error
-	if !errors.As(err, &e) || e.Op != OpTransport || !strings.Contains(err.Error(), `failed to parse Location header "/%zz"`) {
+	if !errors.As(err, &e) || e.Op != observe.OpTransport || !strings.Contains(err.Error(), `failed to parse Location header "/%zz"`) {
 		t.Errorf("Do: %v (%#v), want a transport *Error about the Location", err, e)
 	}
 	if got := c.Status().InFlight; got != 0 {

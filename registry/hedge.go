@@ -7,6 +7,7 @@ import (
 
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/policy"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -15,7 +16,7 @@ type hedgeResult struct {
 	k    int // 0: the first copy; 1..HEDGE_MAX: the hedges
 	req  *http.Request
 	resp *http.Response
-	op   Op
+	op   observe.Op
 	err  error
 	t0   time.Time     // when the copy went
 	took time.Duration // until it ended
@@ -41,7 +42,7 @@ func (r *hedgeResult) final() bool {
 // returns once every copy has ended, their bodies closed and their
 // permits given back. When every copy fails, the last failure is the
 // attempt's, for the retry stage to judge.
-func (c *Client) hedge(req *http.Request, n int, last bool) (*http.Response, Op, error) {
+func (c *Client) hedge(req *http.Request, n int, last bool) (*http.Response, observe.Op, error) {
 	h := c.hedger
 	results := make(chan hedgeResult, 1+h.max)
 	cancels := make([]context.CancelFunc, 0, 1+h.max)
@@ -83,7 +84,7 @@ func (c *Client) hedge(req *http.Request, n int, last bool) (*http.Response, Op,
 			if r.final() {
 				return c.settleHedge(n, last, &r, lastFail, sent, pending, cancels, results)
 			}
-			if r.op == OpBreaker && r.k > 0 {
+			if r.op == observe.OpBreaker && r.k > 0 {
 				// A hedge the breaker refused: no I/O, not the answer.
 				c.observeCopy(r.req, n, last, nil, r.op, r.err, r.t0, hedgeTag{k: r.k})
 				continue
@@ -108,7 +109,7 @@ func (c *Client) hedge(req *http.Request, n int, last bool) (*http.Response, Op,
 // cancelled copy costs its connection), an earlier failure's response
 // drained, the hedges' permits given back, and the observers told of
 // every copy.
-func (c *Client) settleHedge(n int, last bool, w, failed *hedgeResult, sent, pending int, cancels []context.CancelFunc, results chan hedgeResult) (*http.Response, Op, error) {
+func (c *Client) settleHedge(n int, last bool, w, failed *hedgeResult, sent, pending int, cancels []context.CancelFunc, results chan hedgeResult) (*http.Response, observe.Op, error) {
 	for k, cancel := range cancels {
 		if k != w.k {
 			cancel()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -103,7 +104,7 @@ func TestIsolationBetweenSystems(t *testing.T) {
 			t.Fatalf("held alpha call %d: %v, want 503", i+1, res)
 		}
 	}
-	if st := a.Status(); st.Breaker != registry.BreakerOpen {
+	if st := a.Status(); st.Breaker != observe.BreakerOpen {
 		t.Fatalf("alpha breaker %s after %d failures, want open", st.Breaker, capA)
 	}
 	for i := range 50 {
@@ -131,12 +132,12 @@ func TestIsolationBetweenSystems(t *testing.T) {
 		t.Errorf("beta's server: %d conns for %d sequential calls, want 1", got, betaCalls)
 	}
 	sa, sb := a.Status(), b.Status()
-	if sb.Breaker != registry.BreakerClosed || sb.BreakerCounts.Failures != 0 || sb.InFlight != 0 ||
+	if sb.Breaker != observe.BreakerClosed || sb.BreakerCounts.Failures != 0 || sb.InFlight != 0 ||
 		sb.BulkheadRejected != 0 || sb.BreakerRejected != 0 || sb.GaveUp != 0 ||
 		sb.Calls != uint64(betaCalls) || sb.OK != uint64(betaCalls) {
 		t.Errorf("beta status not clean: %+v", sb)
 	}
-	if sa.Breaker != registry.BreakerOpen || sa.BreakerRejected != 50 || sa.BulkheadRejected != 20 || sa.InFlight != 0 {
+	if sa.Breaker != observe.BreakerOpen || sa.BreakerRejected != 50 || sa.BulkheadRejected != 20 || sa.InFlight != 0 {
 		t.Errorf("alpha status: breaker %s, breaker rejected %d, bulkhead rejected %d, in flight %d; want open, 50, 20, 0",
 			sa.Breaker, sa.BreakerRejected, sa.BulkheadRejected, sa.InFlight)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // Regression tests for issue 10, named after its items.
@@ -65,7 +66,7 @@ func TestIssue10StalledDrainBeforeGivingUp(t *testing.T) {
 	srv := testutil.Script(t, testutil.Resp{Handler: stalledBody(http.StatusTooManyRequests, testutil.RetryAfterSeconds(5))})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2", "READ_TIMEOUT", "1s", "CALL_TIMEOUT", "3s", "RETRY_AFTER_MAX", "10s"))
 	_, took, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
-	e := tbrError(t, err, OpStatus)
+	e := tbrError(t, err, observe.OpStatus)
 	t.Logf("gave up in %v: %v", took, e)
 	if took > 1500*time.Millisecond {
 		t.Errorf("took %v: giving up waited on the stalled body", took)
@@ -154,7 +155,7 @@ func TestIssue10HTTPClientRedirectsShareCallTimeout(t *testing.T) {
 				body := tbrRead(t, resp)
 				t.Fatalf("got %d %q after %v and %d hops, want a call timeout at 1.7s", resp.StatusCode, body, took, srv.Requests()-before)
 			}
-			e := tbrError(t, err, OpCallTimeout)
+			e := tbrError(t, err, observe.OpCallTimeout)
 			t.Logf("%v after %d hops: %v", took.Round(time.Millisecond), srv.Requests()-before, e)
 			if hops := srv.Requests() - before; hops > 5 {
 				t.Errorf("%d hops sent, want at most 5", hops)
@@ -209,14 +210,14 @@ func TestIssue10ErrorTextsSayEachThingOnce(t *testing.T) {
 		want string
 		is   error
 	}{
-		{&Error{System: "inv", Op: OpBulkhead, Err: bulkhead.ErrFull}, "outbound inv: bulkhead: full", bulkhead.ErrFull},
-		{&Error{System: "inv", Op: OpBreaker, Err: errOpenState}, "outbound inv: breaker: circuit open", ErrCircuitOpen},
-		{&Error{System: "inv", Op: OpBreaker, Err: errProbesBusy}, "outbound inv: breaker: circuit half-open, every probe taken", gobreaker.ErrTooManyRequests},
-		{&Error{System: "inv", Op: OpBudget, Err: capbudget.ErrExhausted}, "outbound inv: time budget exhausted", capbudget.ErrExhausted},
-		{&Error{System: "inv", Op: OpClosed, Err: ErrClosed}, "outbound inv: registry closed", ErrClosed},
-		{&Error{System: "inv", Op: OpCallTimeout, Method: "GET", URL: "http://h/x", Err: capbudget.ErrCallTimeout},
+		{&Error{System: "inv", Op: observe.OpBulkhead, Err: bulkhead.ErrFull}, "outbound inv: bulkhead: full", bulkhead.ErrFull},
+		{&Error{System: "inv", Op: observe.OpBreaker, Err: errOpenState}, "outbound inv: breaker: circuit open", ErrCircuitOpen},
+		{&Error{System: "inv", Op: observe.OpBreaker, Err: errProbesBusy}, "outbound inv: breaker: circuit half-open, every probe taken", gobreaker.ErrTooManyRequests},
+		{&Error{System: "inv", Op: observe.OpBudget, Err: capbudget.ErrExhausted}, "outbound inv: time budget exhausted", capbudget.ErrExhausted},
+		{&Error{System: "inv", Op: observe.OpClosed, Err: ErrClosed}, "outbound inv: registry closed", ErrClosed},
+		{&Error{System: "inv", Op: observe.OpCallTimeout, Method: "GET", URL: "http://h/x", Err: capbudget.ErrCallTimeout},
 			`outbound inv: GET "http://h/x": call timeout`, context.DeadlineExceeded},
-		{&Error{System: "inv", Op: OpCallTimeout, Method: "GET", URL: "http://h/x", Attempts: 3, StatusCode: 503,
+		{&Error{System: "inv", Op: observe.OpCallTimeout, Method: "GET", URL: "http://h/x", Attempts: 3, StatusCode: 503,
 			Err: join(errors.New("status 503"), capbudget.ErrCallTimeout)},
 			`outbound inv: GET "http://h/x": call timeout after 3 attempts (last status 503): status 503; call timeout`, capbudget.ErrCallTimeout},
 	} {
@@ -259,8 +260,8 @@ func TestIssue10ErrorTextsSayEachThingOnce(t *testing.T) {
 		t.Errorf("%q names the URL %d times, want once", err, n)
 	}
 	var e *Error
-	if !errors.As(err, &e) || e.Op != OpConnect {
-		t.Errorf("%v: want an *Error with Op connect inside", err)
+	if !errors.As(err, &e) || e.Op != observe.OpConnect {
+		t.Errorf("%v: want an *Error with observe.Op connect inside", err)
 	}
 }
 
@@ -271,7 +272,7 @@ func TestIssue10RetryAfterOnError(t *testing.T) {
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	ctx := tbrCtx(t, 500*time.Millisecond)
 	_, took, err := tbrGet(t, ctx, c, "/")
-	e := tbrError(t, err, OpStatus)
+	e := tbrError(t, err, observe.OpStatus)
 	t.Logf("%v: %v", took, e)
 	if e.StatusCode != http.StatusTooManyRequests || e.RetryAfter != time.Second {
 		t.Errorf("StatusCode, RetryAfter = %d, %v; want 429, 1s", e.StatusCode, e.RetryAfter)
@@ -294,7 +295,7 @@ func TestIssue10CancelWhileWaitingForPermit(t *testing.T) {
 	ctx, cancel := context.WithCancel(tbrCtx(t, 5*time.Second))
 	time.AfterFunc(50*time.Millisecond, cancel)
 	_, _, err := tbrGet(t, ctx, c, "/x")
-	e := tbrError(t, err, OpCanceled)
+	e := tbrError(t, err, observe.OpCanceled)
 	if errors.Is(err, bulkhead.ErrFull) || !errors.Is(err, context.Canceled) {
 		t.Errorf("%v: want context.Canceled, not bulkhead.ErrFull", e)
 	}
@@ -324,7 +325,7 @@ func TestIssue10ReadAfterCloseByAnotherGoroutine(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // the reader is blocked in Read
 	_ = resp.Body.Close()
 	err = <-read
-	e := tbrError(t, err, OpBodyClosed)
+	e := tbrError(t, err, observe.OpBodyClosed)
 	if errors.Is(err, context.Canceled) {
 		t.Errorf("%v matches context.Canceled", e)
 	}

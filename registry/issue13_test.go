@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // countingCircuit stands in for a fleet's breaker: it passes every
@@ -18,7 +19,7 @@ import (
 type countingCircuit struct {
 	local Circuit
 	mu    sync.Mutex
-	seen  map[Verdict]int
+	seen  map[observe.Verdict]int
 }
 
 func (c *countingCircuit) Execute(send func() (*http.Response, error)) (*http.Response, error) {
@@ -30,8 +31,8 @@ func (c *countingCircuit) Execute(send func() (*http.Response, error)) (*http.Re
 }
 func (c *countingCircuit) State() gobreaker.State   { return c.local.State() }
 func (c *countingCircuit) Counts() gobreaker.Counts { return c.local.Counts() }
-func (c *countingCircuit) FleetSync() FleetSync {
-	return FleetSync{Synced: false, Since: time.Unix(1, 0), LastError: "redis down"}
+func (c *countingCircuit) FleetSync() observe.FleetSync {
+	return observe.FleetSync{Synced: false, Since: time.Unix(1, 0), LastError: "redis down"}
 }
 
 func fleetEnv(baseURL string) map[string]string {
@@ -63,7 +64,7 @@ func TestIssue13FleetCircuit(t *testing.T) {
 		if s.BreakerScope != "fleet" || local == nil {
 			t.Errorf("wrap got scope %q, local %v", s.BreakerScope, local)
 		}
-		fc = &countingCircuit{local: local, seen: map[Verdict]int{}}
+		fc = &countingCircuit{local: local, seen: map[observe.Verdict]int{}}
 		return fc, nil
 	}))
 	if err != nil {
@@ -81,7 +82,7 @@ func TestIssue13FleetCircuit(t *testing.T) {
 		}
 		tbrRead(t, resp)
 	}
-	if fc.seen[VerdictFailure] != 1 || fc.seen[VerdictSuccess] != 1 {
+	if fc.seen[observe.VerdictFailure] != 1 || fc.seen[observe.VerdictSuccess] != 1 {
 		t.Errorf("verdicts %v, want one failure (503) and one success", fc.seen)
 	}
 	if st := pay.Status(); st.Fleet == nil || st.Fleet.Synced || st.Fleet.LastError != "redis down" {
@@ -115,14 +116,14 @@ func TestIssue13FleetScopeWithoutFleet(t *testing.T) {
 func TestIssue13Judge(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
-		want Verdict
+		want observe.Verdict
 	}{
-		{nil, VerdictSuccess},
-		{errFailedStatus, VerdictFailure},
-		{&attemptError{op: OpConnect, err: errOpenState}, VerdictFailure},
-		{&attemptError{op: OpCanceled, excluded: true, err: errOpenState}, VerdictExcluded},
-		{gobreaker.ErrOpenState, VerdictExcluded},
-		{gobreaker.ErrTooManyRequests, VerdictExcluded},
+		{nil, observe.VerdictSuccess},
+		{errFailedStatus, observe.VerdictFailure},
+		{&attemptError{op: observe.OpConnect, err: errOpenState}, observe.VerdictFailure},
+		{&attemptError{op: observe.OpCanceled, excluded: true, err: errOpenState}, observe.VerdictExcluded},
+		{gobreaker.ErrOpenState, observe.VerdictExcluded},
+		{gobreaker.ErrTooManyRequests, observe.VerdictExcluded},
 	} {
 		if got := Judge(tc.err); got != tc.want {
 			t.Errorf("Judge(%v) = %d, want %d", tc.err, got, tc.want)
@@ -139,9 +140,9 @@ type changeLog struct {
 	ev []string
 }
 
-func (*changeLog) ObserveAttempt(AttemptEvent) {}
-func (*changeLog) ObserveCall(CallEvent)       {}
-func (l *changeLog) ObserveBreaker(system string, from, to BreakerState) {
+func (*changeLog) ObserveAttempt(observe.AttemptEvent) {}
+func (*changeLog) ObserveCall(observe.CallEvent)       {}
+func (l *changeLog) ObserveBreaker(system string, from, to observe.BreakerState) {
 	l.mu.Lock()
 	l.ev = append(l.ev, system+" "+string(from)+"->"+string(to))
 	l.mu.Unlock()
@@ -182,7 +183,7 @@ func TestIssue13StateReporter(t *testing.T) {
 		obs := &changeLog{}
 		var rc *reportingCircuit
 		r, err := New(loaded, WithObserver(obs), WithFleetCircuit(func(_ string, _ config.Client, local Circuit) (Circuit, error) {
-			cc := &countingCircuit{local: local, seen: map[Verdict]int{}}
+			cc := &countingCircuit{local: local, seen: map[observe.Verdict]int{}}
 			if !reports {
 				return cc, nil
 			}

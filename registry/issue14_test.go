@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/sony/gobreaker/v2"
 )
@@ -87,7 +88,7 @@ type hgStats struct {
 	p50, p99 time.Duration
 	calls    int
 	extra    int64 // upstream requests beyond one per call
-	st       Status
+	st       observe.Status
 }
 
 func (s hgStats) String() string {
@@ -256,12 +257,16 @@ func TestIssue14LosersCleanedUp(t *testing.T) {
 // hgEvents records attempt events.
 type hgEvents struct {
 	mu sync.Mutex
-	ev []AttemptEvent
+	ev []observe.AttemptEvent
 }
 
-func (o *hgEvents) ObserveAttempt(e AttemptEvent)                     { o.mu.Lock(); o.ev = append(o.ev, e); o.mu.Unlock() }
-func (o *hgEvents) ObserveCall(CallEvent)                             {}
-func (o *hgEvents) ObserveBreaker(string, BreakerState, BreakerState) {}
+func (o *hgEvents) ObserveAttempt(e observe.AttemptEvent) {
+	o.mu.Lock()
+	o.ev = append(o.ev, e)
+	o.mu.Unlock()
+}
+func (o *hgEvents) ObserveCall(observe.CallEvent)                                     {}
+func (o *hgEvents) ObserveBreaker(string, observe.BreakerState, observe.BreakerState) {}
 
 // TestIssue14OnlyReplayable is the issue's test 4: a POST without an
 // Idempotency-Key is never hedged; one with a key and a replayable body

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
@@ -65,17 +66,17 @@ func i16Send(ctx context.Context, t *testing.T, send func(*http.Request) (*http.
 // outcomes records the outcomes of calls.
 type outcomes struct {
 	mu  sync.Mutex
-	got []registry.Outcome
+	got []observe.Outcome
 }
 
-func (o *outcomes) ObserveAttempt(registry.AttemptEvent) {}
-func (o *outcomes) ObserveCall(ev registry.CallEvent) {
+func (o *outcomes) ObserveAttempt(observe.AttemptEvent) {}
+func (o *outcomes) ObserveCall(ev observe.CallEvent) {
 	o.mu.Lock()
 	o.got = append(o.got, ev.Outcome)
 	o.mu.Unlock()
 }
-func (o *outcomes) ObserveBreaker(string, registry.BreakerState, registry.BreakerState) {}
-func (o *outcomes) last() registry.Outcome {
+func (o *outcomes) ObserveBreaker(string, observe.BreakerState, observe.BreakerState) {}
+func (o *outcomes) last() observe.Outcome {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.got[len(o.got)-1]
@@ -100,7 +101,7 @@ func TestIssue16RefusalIsAResponseSDKsDoNotRetry(t *testing.T) {
 	hc := c.HTTPClient()
 	ctx := i16Ctx(t)
 
-	check := func(name string, status int, h http.Header, body string, err error, reason string, sentinel error, out registry.Outcome) {
+	check := func(name string, status int, h http.Header, body string, err error, reason string, sentinel error, out observe.Outcome) {
 		t.Helper()
 		if err != nil || status != http.StatusServiceUnavailable {
 			t.Fatalf("%s: HTTPClient gave %d, %v; want the refusal 503", name, status, err)
@@ -136,7 +137,7 @@ func TestIssue16RefusalIsAResponseSDKsDoNotRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, h, body, err := i16Send(ctx, t, hc.Do, http.MethodGet, "/x", nil)
-	check("bulkhead full", status, h, body, err, registry.RefusedBulkheadFull, bulkhead.ErrFull, registry.OutcomeBulkheadFull)
+	check("bulkhead full", status, h, body, err, registry.RefusedBulkheadFull, bulkhead.ErrFull, observe.OutcomeBulkheadFull)
 	if h.Get("Retry-After") != "1" {
 		t.Errorf("bulkhead full: Retry-After %q, want 1", h.Get("Retry-After"))
 	}
@@ -147,7 +148,7 @@ func TestIssue16RefusalIsAResponseSDKsDoNotRetry(t *testing.T) {
 	// That 503 opened the breaker (BREAKER_MIN_REQUESTS 1).
 	hits := up.Requests()
 	status, h, body, err = i16Send(ctx, t, hc.Do, http.MethodGet, "/x", nil)
-	check("breaker open", status, h, body, err, registry.RefusedBreakerOpen, registry.ErrCircuitOpen, registry.OutcomeBreakerOpen)
+	check("breaker open", status, h, body, err, registry.RefusedBreakerOpen, registry.ErrCircuitOpen, observe.OutcomeBreakerOpen)
 	if h.Get("Retry-After") != "3600" {
 		t.Errorf("breaker open: Retry-After %q, want 3600 (BREAKER_OPEN_TIMEOUT)", h.Get("Retry-After"))
 	}
@@ -155,7 +156,7 @@ func TestIssue16RefusalIsAResponseSDKsDoNotRetry(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	status, h, body, err = i16Send(short, t, hc.Do, http.MethodGet, "/x", nil)
-	check("budget spent", status, h, body, err, registry.RefusedBudgetSpent, capbudget.ErrExhausted, registry.OutcomeBudgetSpent)
+	check("budget spent", status, h, body, err, registry.RefusedBudgetSpent, capbudget.ErrExhausted, observe.OutcomeBudgetSpent)
 	if got := up.Requests(); got != hits {
 		t.Errorf("the refusals reached the upstream: %d requests, want %d", got, hits)
 	}
@@ -335,12 +336,12 @@ func TestIssue16StreamOutlivesCallTimeout(t *testing.T) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	var e *registry.Error
-	if !errors.As(err, &e) || e.Op != registry.OpCallTimeout {
+	if !errors.As(err, &e) || e.Op != observe.OpCallTimeout {
 		t.Errorf("without WithStream: %v after %d events, want a call timeout", err, strings.Count(string(b), "data:"))
 	}
 }
 
-// A stream that stalls is cut by its idle bound, with OpIdleTimeout, and
+// A stream that stalls is cut by its idle bound, with observe.OpIdleTimeout, and
 // its permit goes back; the headers still obey READ_TIMEOUT.
 func TestIssue16StreamIdleBound(t *testing.T) {
 	t.Parallel()
@@ -359,7 +360,7 @@ func TestIssue16StreamIdleBound(t *testing.T) {
 	}
 	b, err := io.ReadAll(resp.Body)
 	var e *registry.Error
-	if !errors.As(err, &e) || e.Op != registry.OpIdleTimeout || !e.Timeout() || errors.Is(err, context.Canceled) {
+	if !errors.As(err, &e) || e.Op != observe.OpIdleTimeout || !e.Timeout() || errors.Is(err, context.Canceled) {
 		t.Fatalf("stalled stream: %v (%#v), want an idle timeout, not a cancellation", err, e)
 	}
 	if got := strings.Count(string(b), "data:"); got != 3 {
@@ -372,7 +373,7 @@ func TestIssue16StreamIdleBound(t *testing.T) {
 	}
 
 	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, "/slow", nil)
-	if _, err := c.Do(req); !errors.As(err, &e) || e.Op != registry.OpReadTimeout {
+	if _, err := c.Do(req); !errors.As(err, &e) || e.Op != observe.OpReadTimeout {
 		t.Errorf("slow headers on a stream: %v, want a read timeout", err)
 	}
 }
@@ -408,7 +409,7 @@ func TestIssue16StreamCallTimeoutBeforeHeaders(t *testing.T) {
 	req, _ := http.NewRequestWithContext(registry.WithStream(i16Ctx(t), time.Minute), http.MethodGet, "/", nil)
 	_, err := c.Do(req)
 	var e *registry.Error
-	if !errors.As(err, &e) || e.Op != registry.OpCallTimeout || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if !errors.As(err, &e) || e.Op != observe.OpCallTimeout || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		t.Fatalf("stream whose headers never come: %v, want a call timeout", err)
 	}
 	if n := up.Requests(); n >= 11 {

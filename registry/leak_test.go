@@ -16,6 +16,7 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -55,7 +56,7 @@ func resilHammer(t *testing.T, kind string, n, workers int, check func(i int) er
 }
 
 // resilWantOp checks that err is a failure of system at stage op.
-func resilWantOp(err error, system string, ops ...registry.Op) error {
+func resilWantOp(err error, system string, ops ...observe.Op) error {
 	if err == nil {
 		return errors.New("no error")
 	}
@@ -167,7 +168,7 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 	c = r.MustClient("leak-reset")
 	took = resilHammer(t, "reset", n, workers, func(int) error {
 		res := get(c, resilBound)
-		if err := resilWantOp(res.err, "leak-reset", registry.OpTransport); err != nil {
+		if err := resilWantOp(res.err, "leak-reset", observe.OpTransport); err != nil {
 			return err
 		}
 		if !errors.Is(res.err, syscall.ECONNRESET) && !strings.Contains(res.err.Error(), "EOF") {
@@ -184,14 +185,14 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 	var readTimeouts atomic.Int64
 	took = resilHammer(t, "read timeout", n, 2*workers, func(int) error {
 		res := get(c, resilBound)
-		if err := resilWantOp(res.err, "leak-slow", registry.OpReadTimeout, registry.OpConnectTimeout); err != nil {
+		if err := resilWantOp(res.err, "leak-slow", observe.OpReadTimeout, observe.OpConnectTimeout); err != nil {
 			return err
 		}
 		var e *registry.Error
 		if errors.As(res.err, &e) && !e.Timeout() {
 			return fmt.Errorf("%v: Timeout() = false", res.err)
 		}
-		if e.Op == registry.OpReadTimeout {
+		if e.Op == observe.OpReadTimeout {
 			readTimeouts.Add(1)
 		}
 		return nil
@@ -205,7 +206,7 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 	c = r.MustClient("leak-refused")
 	took = resilHammer(t, "refused", n, workers, func(int) error {
 		res := get(c, resilBound)
-		if err := resilWantOp(res.err, "leak-refused", registry.OpConnect); err != nil {
+		if err := resilWantOp(res.err, "leak-refused", observe.OpConnect); err != nil {
 			return err
 		}
 		if !errors.Is(res.err, syscall.ECONNREFUSED) {
@@ -219,7 +220,7 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 	if res := get(c, resilBound); res.err != nil || res.status != http.StatusInternalServerError {
 		t.Fatalf("tripping call: %v, want 500", res)
 	}
-	if st := c.Status(); st.Breaker != registry.BreakerOpen {
+	if st := c.Status(); st.Breaker != observe.BreakerOpen {
 		t.Fatalf("leak-tripped breaker %s, want open", st.Breaker)
 	}
 	took = resilHammer(t, "breaker open", n, workers, func(int) error {
@@ -227,7 +228,7 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 		if !errors.Is(res.err, registry.ErrCircuitOpen) {
 			return fmt.Errorf("%v, want ErrCircuitOpen", res)
 		}
-		return resilWantOp(res.err, "leak-tripped", registry.OpBreaker)
+		return resilWantOp(res.err, "leak-tripped", observe.OpBreaker)
 	})
 	t.Logf("breaker open: %v; server hits %d", took, tripped.Hits())
 	if got := tripped.Hits(); got != 1 {
@@ -242,7 +243,7 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 		if !errors.Is(res.err, bulkhead.ErrFull) {
 			return fmt.Errorf("%v, want ErrFull", res)
 		}
-		return resilWantOp(res.err, "leak-full", registry.OpBulkhead)
+		return resilWantOp(res.err, "leak-full", observe.OpBulkhead)
 	})
 	gate.Open()
 	if res := resilRecv(t, held, resilBound); res.err != nil || res.status != http.StatusOK {
@@ -259,7 +260,7 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 		if !errors.Is(res.err, capbudget.ErrExhausted) {
 			return fmt.Errorf("%v, want capbudget.ErrExhausted", res)
 		}
-		return resilWantOp(res.err, "leak-spent", registry.OpBudget)
+		return resilWantOp(res.err, "leak-spent", observe.OpBudget)
 	})
 	t.Logf("budget spent: %v; storm server requests still %d", took, storm.Requests())
 

@@ -3,6 +3,8 @@ package registry
 import (
 	"context"
 	"log/slog"
+
+	"github.com/outbound-go/outbound/observe"
 )
 
 // The messages of the records [WithLogger] writes.
@@ -29,9 +31,9 @@ func newLogObserver(l *slog.Logger) *logObserver { return &logObserver{l: l} }
 // ObserveAttempt logs successes at Debug and failed or refused attempts
 // at Info. The level is checked before any attribute is built, so a
 // disabled level costs one Enabled call and no allocation.
-func (o *logObserver) ObserveAttempt(e AttemptEvent) {
+func (o *logObserver) ObserveAttempt(e observe.AttemptEvent) {
 	level := slog.LevelDebug
-	if e.Outcome != OutcomeOK {
+	if e.Outcome != observe.OutcomeOK {
 		level = slog.LevelInfo
 	}
 	ctx := context.Background()
@@ -39,7 +41,7 @@ func (o *logObserver) ObserveAttempt(e AttemptEvent) {
 		return
 	}
 	durMS := float64(e.Duration.Microseconds()) / 1000
-	if e.Hedge > 0 || e.Won || e.Outcome == OutcomeHedgeLost {
+	if e.Hedge > 0 || e.Won || e.Outcome == observe.OutcomeHedgeLost {
 		o.logHedged(ctx, level, e, durMS)
 		return
 	}
@@ -65,7 +67,7 @@ func (o *logObserver) ObserveAttempt(e AttemptEvent) {
 
 // logHedged logs a copy of a hedged attempt: which copy it was (hedge 0
 // is the first) and whether its answer went to the caller (won).
-func (o *logObserver) logHedged(ctx context.Context, level slog.Level, e AttemptEvent, durMS float64) {
+func (o *logObserver) logHedged(ctx context.Context, level slog.Level, e observe.AttemptEvent, durMS float64) {
 	attrs := []slog.Attr{slog.String("system", e.System), slog.String("method", e.Method),
 		slog.String("host", e.Host), slog.String("path", e.Path),
 		slog.Int("attempt", e.Attempt), slog.Int("hedge", e.Hedge), slog.Bool("won", e.Won),
@@ -81,7 +83,7 @@ func (o *logObserver) logHedged(ctx context.Context, level slog.Level, e Attempt
 
 // logInjected logs an attempt fault injection aborted or delayed (a
 // drill), with injected=true so that it is not read as the upstream's.
-func (o *logObserver) logInjected(ctx context.Context, level slog.Level, e AttemptEvent, durMS float64) {
+func (o *logObserver) logInjected(ctx context.Context, level slog.Level, e observe.AttemptEvent, durMS float64) {
 	o.l.LogAttrs(ctx, level, logMsgAttempt,
 		slog.String("system", e.System), slog.String("method", e.Method),
 		slog.String("host", e.Host), slog.String("path", e.Path),
@@ -93,8 +95,8 @@ func (o *logObserver) logInjected(ctx context.Context, level slog.Level, e Attem
 // ObserveCall logs, at Info, the calls that ended before any attempt was
 // sent: those have no attempt record of their own. Other calls are
 // described by their attempts.
-func (o *logObserver) ObserveCall(e CallEvent) {
-	if e.Attempts > 0 || e.Outcome == OutcomeOK {
+func (o *logObserver) ObserveCall(e observe.CallEvent) {
+	if e.Attempts > 0 || e.Outcome == observe.OutcomeOK {
 		return
 	}
 	ctx := context.Background()
@@ -109,7 +111,7 @@ func (o *logObserver) ObserveCall(e CallEvent) {
 
 // ObserveBreaker logs every transition at Warn. It runs under the
 // breaker's lock: it only formats and hands the record to the handler.
-func (o *logObserver) ObserveBreaker(system string, from, to BreakerState) {
+func (o *logObserver) ObserveBreaker(system string, from, to observe.BreakerState) {
 	ctx := context.Background()
 	if !o.l.Enabled(ctx, slog.LevelWarn) {
 		return
@@ -128,7 +130,7 @@ func errString(err error) string {
 // ObserveLimit logs a large move of an adaptive limit at Info. It runs
 // under the bulkhead's lock: it only formats and hands the record to the
 // handler.
-func (o *logObserver) ObserveLimit(e LimitEvent) {
+func (o *logObserver) ObserveLimit(e observe.LimitEvent) {
 	ctx := context.Background()
 	if !o.l.Enabled(ctx, slog.LevelInfo) {
 		return

@@ -16,6 +16,7 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // logTestBuffer is a bytes.Buffer safe for the concurrent writes of a
@@ -135,12 +136,12 @@ func TestLoggerScriptedSequence(t *testing.T) {
 		t.Fatalf("gated call: %v", err)
 	}
 	// 4. A 5xx storm opens the breaker; the next call is refused.
-	for i := 0; i < 20 && c.Status().Breaker != BreakerOpen; i++ {
+	for i := 0; i < 20 && c.Status().Breaker != observe.BreakerOpen; i++ {
 		if _, err := logTestGet(t, c, "/down"); err != nil && !errors.Is(err, ErrCircuitOpen) {
 			t.Fatalf("down: %v", err)
 		}
 	}
-	if c.Status().Breaker != BreakerOpen {
+	if c.Status().Breaker != observe.BreakerOpen {
 		t.Fatalf("breaker %s after the storm, want open", c.Status().Breaker)
 	}
 	if _, err := logTestGet(t, c, "/ok"); !errors.Is(err, ErrCircuitOpen) {
@@ -252,13 +253,13 @@ func TestLoggerDefaultDiscards(t *testing.T) {
 func TestLoggerDisabledLevelAllocs(t *testing.T) {
 	o := newLogObserver(slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError})))
 	failed := errors.New("connection reset")
-	attempt := AttemptEvent{System: "inv", Method: "GET", Host: "inv.internal", Path: "/stock/1",
-		Attempt: 2, Status: 503, Err: failed, Duration: time.Millisecond, Outcome: OutcomeRetry}
-	call := CallEvent{System: "inv", Method: "GET", Err: failed, Outcome: OutcomeBulkheadFull}
+	attempt := observe.AttemptEvent{System: "inv", Method: "GET", Host: "inv.internal", Path: "/stock/1",
+		Attempt: 2, Status: 503, Err: failed, Duration: time.Millisecond, Outcome: observe.OutcomeRetry}
+	call := observe.CallEvent{System: "inv", Method: "GET", Err: failed, Outcome: observe.OutcomeBulkheadFull}
 	allocs := testing.AllocsPerRun(200, func() {
 		o.ObserveAttempt(attempt)
 		o.ObserveCall(call)
-		o.ObserveBreaker("inv", BreakerClosed, BreakerOpen)
+		o.ObserveBreaker("inv", observe.BreakerClosed, observe.BreakerOpen)
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per event at a disabled level, want 0", allocs)
@@ -269,12 +270,12 @@ func TestLoggerDisabledLevelAllocs(t *testing.T) {
 func TestLoggerLevels(t *testing.T) {
 	var buf logTestBuffer
 	o := newLogObserver(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	o.ObserveAttempt(AttemptEvent{System: "inv", Attempt: 1, Status: 200, Outcome: OutcomeOK}) // Debug: dropped
-	o.ObserveAttempt(AttemptEvent{System: "inv", Attempt: 1, Err: errors.New("reset"), Outcome: OutcomeRetry})
-	o.ObserveCall(CallEvent{System: "inv", Attempts: 1, Status: 200, Outcome: OutcomeOK})                 // no record
-	o.ObserveCall(CallEvent{System: "inv", Attempts: 2, Err: errors.New("x"), Outcome: OutcomeGaveUp})    // its attempts tell
-	o.ObserveCall(CallEvent{System: "inv", Err: errors.New("budget spent"), Outcome: OutcomeBudgetSpent}) // Info
-	o.ObserveBreaker("inv", BreakerOpen, BreakerHalfOpen)                                                 // Warn
+	o.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1, Status: 200, Outcome: observe.OutcomeOK}) // Debug: dropped
+	o.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1, Err: errors.New("reset"), Outcome: observe.OutcomeRetry})
+	o.ObserveCall(observe.CallEvent{System: "inv", Attempts: 1, Status: 200, Outcome: observe.OutcomeOK})                 // no record
+	o.ObserveCall(observe.CallEvent{System: "inv", Attempts: 2, Err: errors.New("x"), Outcome: observe.OutcomeGaveUp})    // its attempts tell
+	o.ObserveCall(observe.CallEvent{System: "inv", Err: errors.New("budget spent"), Outcome: observe.OutcomeBudgetSpent}) // Info
+	o.ObserveBreaker("inv", observe.BreakerOpen, observe.BreakerHalfOpen)                                                 // Warn
 
 	recs := logTestRecords(t, &buf)
 	var got []string

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // ErrOtherOrigin matches a request whose absolute URL is not BASE_URL's
@@ -35,7 +36,7 @@ func (e *OriginError) Is(target error) bool { return target == ErrOtherOrigin }
 // origin (refuse checks that). A relative URL is resolved against
 // BASE_URL and always passes.
 func (c *Client) otherOrigin(req *http.Request) error {
-	return &Error{System: c.name, Op: OpRequest, Method: req.Method, URL: redactedURL(req),
+	return &Error{System: c.name, Op: observe.OpRequest, Method: req.Method, URL: redactedURL(req),
 		Err: &OriginError{Got: origin(req.URL), Base: origin(c.base)}}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -71,9 +72,9 @@ func (c *Client) call(req *http.Request, send func(*http.Request) (*http.Respons
 func (c *Client) refuse(req *http.Request) error {
 	switch {
 	case c.closed.Load():
-		return &Error{System: c.name, Op: OpClosed, Err: ErrClosed}
+		return &Error{System: c.name, Op: observe.OpClosed, Err: ErrClosed}
 	case req.URL != nil && req.URL.Host == "" && escapesBase(req.URL.Path):
-		return &Error{System: c.name, Op: OpRequest, Method: req.Method, Err: ErrPathEscapesBase}
+		return &Error{System: c.name, Op: observe.OpRequest, Method: req.Method, Err: ErrPathEscapesBase}
 	case req.URL != nil && req.URL.Host != "" && !sameOrigin(req.URL, c.base):
 		return c.otherOrigin(req)
 	}
@@ -82,14 +83,14 @@ func (c *Client) refuse(req *http.Request) error {
 		// A deadline that passed (whatever its cause) is a spent budget;
 		// only a cancellation is the caller giving up.
 		if ctx.Err() == context.Canceled {
-			return c.rejected(req, OpCanceled, err, OutcomeCanceled)
+			return c.rejected(req, observe.OpCanceled, err, observe.OutcomeCanceled)
 		}
 		c.stats.budgetRejected.Add(1)
-		return c.rejected(req, OpBudget, capbudget.ErrExhausted, OutcomeBudgetSpent)
+		return c.rejected(req, observe.OpBudget, capbudget.ErrExhausted, observe.OutcomeBudgetSpent)
 	}
 	if c.cb.State() == gobreaker.StateOpen {
 		c.stats.breakerRejected.Add(1)
-		return c.rejected(req, OpBreaker, errOpenState, OutcomeBreakerOpen)
+		return c.rejected(req, observe.OpBreaker, errOpenState, observe.OutcomeBreakerOpen)
 	}
 	return nil
 }
@@ -103,7 +104,7 @@ func (c *Client) refuse(req *http.Request) error {
 func (c *Client) admit(req *http.Request) (_ *body, budgetCapped bool, _ error) {
 	if c.cfg.BulkheadMaxWait == 0 {
 		if !c.bh.TryAcquire() {
-			return nil, false, c.rejected(req, OpBulkhead, bulkhead.ErrFull, OutcomeBulkheadFull)
+			return nil, false, c.rejected(req, observe.OpBulkhead, bulkhead.ErrFull, observe.OutcomeBulkheadFull)
 		}
 		b, capped := c.capCall(req.Context())
 		return b, capped, nil
@@ -113,9 +114,9 @@ func (c *Client) admit(req *http.Request) (_ *body, budgetCapped bool, _ error) 
 		b.p.stop()
 		b.p.end()
 		if errors.Is(err, bulkhead.ErrFull) {
-			return nil, false, c.rejected(req, OpBulkhead, err, OutcomeBulkheadFull)
+			return nil, false, c.rejected(req, observe.OpBulkhead, err, observe.OutcomeBulkheadFull)
 		}
-		return nil, false, c.rejected(req, OpCanceled, err, OutcomeCanceled)
+		return nil, false, c.rejected(req, observe.OpCanceled, err, observe.OutcomeCanceled)
 	}
 	return b, capped, nil
 }
@@ -133,7 +134,7 @@ func (c *Client) capCall(ctx context.Context) (_ *body, budgetCapped bool) {
 
 // rejected builds the error of a call refused before any attempt and
 // tells the observers.
-func (c *Client) rejected(req *http.Request, op Op, cause error, out Outcome) *Error {
+func (c *Client) rejected(req *http.Request, op observe.Op, cause error, out observe.Outcome) *Error {
 	err := &Error{System: c.name, Op: op, Err: cause}
 	c.observeRejected(req, out, err)
 	return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // This file is how HTTPClient says "refused" to an SDK: a response, not
@@ -20,10 +21,10 @@ import (
 // call, and three refusals counted (issue 16). Every such SDK stops at
 // once on a 503 whose headers say not to retry. So HTTPClient answers a
 // refusal by the breaker, the bulkhead or the budget, and a call cut by the
-// caller's budget (OpBudgetTimeout: stripe-go slept 500 ms past a 300 ms
+// caller's budget (observe.OpBudgetTimeout: stripe-go slept 500 ms past a 300 ms
 // budget before retrying it), with that response, made here; [Client.Do] still returns the typed [*Error], and
-// the observers see the refusal as such (OutcomeBreakerOpen,
-// OutcomeBulkheadFull, OutcomeBudgetSpent), never as a 503.
+// the observers see the refusal as such (observe.OutcomeBreakerOpen,
+// observe.OutcomeBulkheadFull, observe.OutcomeBudgetSpent), never as a 503.
 
 // The headers of a refusal response.
 const (
@@ -47,11 +48,11 @@ const (
 // when e is not a refusal that HTTPClient answers with a response.
 func refusedReason(e *Error) string {
 	switch e.Op {
-	case OpBreaker:
+	case observe.OpBreaker:
 		return RefusedBreakerOpen
-	case OpBulkhead:
+	case observe.OpBulkhead:
 		return RefusedBulkheadFull
-	case OpBudget, OpBudgetTimeout:
+	case observe.OpBudget, observe.OpBudgetTimeout:
 		// Spent before the call, or during it: either way the caller's
 		// deadline is at most the reserve away, and an SDK's retry (whose
 		// sleep may ignore the context) could only overrun it.
@@ -120,11 +121,11 @@ func Refusal(h http.Header) error {
 	sys := h.Get(RefusedSystemHeader)
 	switch h.Get(RefusedHeader) {
 	case RefusedBreakerOpen:
-		return &Error{System: sys, Op: OpBreaker, Err: errOpenState}
+		return &Error{System: sys, Op: observe.OpBreaker, Err: errOpenState}
 	case RefusedBulkheadFull:
-		return &Error{System: sys, Op: OpBulkhead, Err: bulkhead.ErrFull}
+		return &Error{System: sys, Op: observe.OpBulkhead, Err: bulkhead.ErrFull}
 	case RefusedBudgetSpent:
-		return &Error{System: sys, Op: OpBudget, Err: capbudget.ErrExhausted}
+		return &Error{System: sys, Op: observe.OpBudget, Err: capbudget.ErrExhausted}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // Registry holds one [Client] per declared system. It is built once and
@@ -75,6 +76,11 @@ func New(loaded []config.Loaded, opts ...Option) (*Registry, error) {
 	if len(errs) > 0 {
 		r.Close()
 		return nil, errors.Join(errs...)
+	}
+	for _, ob := range o.observers {
+		if w, ok := ob.(observe.StatusWatcher); ok {
+			w.WatchStatus(r.Status)
+		}
 	}
 	return r, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/drain"
 	"github.com/outbound-go/outbound/internal/policy"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // retrier is the state of one call's retry stage.
@@ -45,7 +46,7 @@ func (c *Client) retry(req *http.Request, budgeted bool) (*http.Response, error)
 			return nil, err
 		}
 		var resp *http.Response
-		var op Op
+		var op observe.Op
 		if r.hedged {
 			resp, op, err = c.hedge(areq, n, n >= r.max)
 		} else {
@@ -67,7 +68,7 @@ func (r *retrier) request(n int) (*http.Request, error) {
 	if n > 1 && r.req.GetBody != nil {
 		b, err := r.req.GetBody()
 		if err != nil {
-			return nil, r.c.fail(r.req, OpTransport, n-1, 0, fmt.Errorf("replaying body: %w", err), r.start)
+			return nil, r.c.fail(r.req, observe.OpTransport, n-1, 0, fmt.Errorf("replaying body: %w", err), r.start)
 		}
 		areq = r.req.Clone(r.ctx)
 		areq.Body = b
@@ -89,22 +90,26 @@ func (r *retrier) request(n int) (*http.Request, error) {
 // settle ends the call on an attempt that needs no retry decision: a
 // breaker refusal, an answer that is not temporary, or an error no retry
 // can cure. done is false for a temporary failure.
-func (r *retrier) settle(areq *http.Request, n int, resp *http.Response, op Op, err error) (done bool, _ *http.Response, _ error) {
+func (r *retrier) settle(areq *http.Request, n int, resp *http.Response, op observe.Op, err error) (done bool, _ *http.Response, _ error) {
 	c := r.c
 	switch {
-	case op == OpBreaker:
+	case op == observe.OpBreaker:
 		closeBody(areq)
 		if r.lastErr != nil {
 			// Name the attempts already sent and the failure that
 			// preceded the refusal.
-			err = &Error{System: c.name, Op: OpBreaker, Method: r.req.Method, URL: redactedURL(r.req),
+			err = &Error{System: c.name, Op: observe.OpBreaker, Method: r.req.Method, URL: redactedURL(r.req),
 				Attempts: n - 1, Err: join(err.(*Error).Err, r.lastErr)}
 		}
 		c.stats.breakerRejected.Add(1)
-		return true, nil, c.failWith(r.req, err, n-1, OutcomeBreakerOpen, r.start)
+		return true, nil, c.failWith(r.req, err, n-1, observe.OutcomeBreakerOpen, r.start)
 	case err == nil && !policy.TemporaryStatus(resp.StatusCode) && !policy.RetryStatus(resp.StatusCode, resp.Header):
 		c.stats.ok.Add(1)
-		c.observeCall(r.req, n, resp.StatusCode, nil, OutcomeOK, r.start)
+		out := observe.OutcomeOK
+		if policy.UpstreamFailure(resp.StatusCode) {
+			out = observe.OutcomeFailed // a 501: an answer, and a failure of the upstream
+		}
+		c.observeCall(r.req, n, resp.StatusCode, nil, out, r.start)
 		return true, resp, nil
 	case err != nil && !retryableOp(op):
 		// The deadline or the caller ended the call, or a retry cannot
@@ -118,7 +123,7 @@ func (r *retrier) settle(areq *http.Request, n int, resp *http.Response, op Op, 
 // retryable err): retry after the policy's wait, or end the call because
 // retries ran out, the wait would pass the deadline, or the retry budget
 // is spent. done is false when the wait passed and the next attempt may go.
-func (r *retrier) next(n int, resp *http.Response, op Op, err error) (done bool, _ *http.Response, _ error) {
+func (r *retrier) next(n int, resp *http.Response, op observe.Op, err error) (done bool, _ *http.Response, _ error) {
 	c := r.c
 	wait, hint, last := r.plan(n, resp)
 	switch {
@@ -126,7 +131,7 @@ func (r *retrier) next(n int, resp *http.Response, op Op, err error) (done bool,
 		// Retries ran out on a status: the caller gets the last
 		// response, body intact, as http.Client would.
 		c.stats.gaveUp.Add(1)
-		c.observeCall(r.req, n, resp.StatusCode, nil, OutcomeGaveUp, r.start)
+		c.observeCall(r.req, n, resp.StatusCode, nil, observe.OutcomeGaveUp, r.start)
 		return true, resp, nil
 	case last:
 		return true, nil, c.fail(r.req, op, n, 0, withCause(err, r.ctx), r.start)
@@ -147,8 +152,8 @@ func (r *retrier) next(n int, resp *http.Response, op Op, err error) (done bool,
 	c.stats.retries.Add(1)
 	if !sleep(r.ctx, wait) {
 		op := classify(r.ctx, r.lastErr)
-		if status != 0 && op != OpCanceled {
-			op = OpStatus
+		if status != 0 && op != observe.OpCanceled {
+			op = observe.OpStatus
 		}
 		return true, nil, c.fail(r.req, op, n, status, withCause(r.lastErr, r.ctx), r.start)
 	}
@@ -187,7 +192,7 @@ func (r *retrier) pastDeadline(wait time.Duration) bool {
 // tooLate ends a call whose next wait would pass the deadline, with the
 // last failure, the deadline, and the upstream's Retry-After (so that the
 // caller can pass it on).
-func (r *retrier) tooLate(n int, resp *http.Response, op Op, err error, wait, hint time.Duration) error {
+func (r *retrier) tooLate(n int, resp *http.Response, op observe.Op, err error, wait, hint time.Duration) error {
 	dl, _ := r.ctx.Deadline()
 	cause := fmt.Errorf("retry in %v would pass the call's deadline (%v left): %w",
 		wait.Round(time.Millisecond), time.Until(dl).Round(time.Millisecond), context.DeadlineExceeded)
@@ -196,22 +201,22 @@ func (r *retrier) tooLate(n int, resp *http.Response, op Op, err error, wait, hi
 	}
 	drainClose(resp)
 	r.c.stats.gaveUp.Add(1)
-	return r.c.failWith(r.req, &Error{System: r.c.name, Op: OpStatus, Method: r.req.Method, URL: redactedURL(r.req),
-		Attempts: n, StatusCode: resp.StatusCode, RetryAfter: hint, Err: cause}, n, OutcomeGaveUp, r.start)
+	return r.c.failWith(r.req, &Error{System: r.c.name, Op: observe.OpStatus, Method: r.req.Method, URL: redactedURL(r.req),
+		Attempts: n, StatusCode: resp.StatusCode, RetryAfter: hint, Err: cause}, n, observe.OutcomeGaveUp, r.start)
 }
 
 // budgetSpent ends a call whose retry the retry budget refused: the
 // caller gets the last response, or the last error joined with
 // ErrRetryBudget.
-func (r *retrier) budgetSpent(n int, resp *http.Response, op Op, err error) (*http.Response, error) {
+func (r *retrier) budgetSpent(n int, resp *http.Response, op observe.Op, err error) (*http.Response, error) {
 	c := r.c
 	c.stats.retryBudgetDenied.Add(1)
 	if err == nil {
-		c.observeCall(r.req, n, resp.StatusCode, ErrRetryBudget, OutcomeRetryBudget, r.start)
+		c.observeCall(r.req, n, resp.StatusCode, ErrRetryBudget, observe.OutcomeRetryBudget, r.start)
 		return resp, nil
 	}
 	return nil, c.failWith(r.req, &Error{System: c.name, Op: op, Method: r.req.Method, URL: redactedURL(r.req),
-		Attempts: n, Err: join(err, ErrRetryBudget)}, n, OutcomeRetryBudget, r.start)
+		Attempts: n, Err: join(err, ErrRetryBudget)}, n, observe.OutcomeRetryBudget, r.start)
 }
 
 // replayable reports whether req may be sent more than once: a safe
@@ -229,9 +234,9 @@ func replayable(req *http.Request) bool {
 
 // retryableOp reports whether an attempt that failed with op may be
 // retried.
-func retryableOp(op Op) bool {
+func retryableOp(op observe.Op) bool {
 	switch op {
-	case OpCanceled, OpBudgetTimeout, OpCallTimeout, OpRequest, OpTLS:
+	case observe.OpCanceled, observe.OpBudgetTimeout, observe.OpCallTimeout, observe.OpRequest, observe.OpTLS:
 		return false
 	}
 	return true

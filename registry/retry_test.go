@@ -14,6 +14,7 @@ import (
 
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // tbrFast are settings that keep retry tests short: local timeouts and a
@@ -108,7 +109,7 @@ func TestRetryAfterPastDeadline(t *testing.T) {
 	defer cancel()
 	_, elapsed, err := tbrGet(t, ctx, c, "/")
 	t.Logf("gave up after %v: %v", elapsed, err)
-	e := tbrError(t, err, OpStatus)
+	e := tbrError(t, err, observe.OpStatus)
 	if e.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("Error.StatusCode = %d, want 429", e.StatusCode)
 	}
@@ -266,24 +267,24 @@ func TestRetryTransportErrors(t *testing.T) {
 
 // tbrObserver calls onAttempt for every attempt.
 type tbrObserver struct {
-	onAttempt func(AttemptEvent)
+	onAttempt func(observe.AttemptEvent)
 	mu        sync.Mutex
-	calls     []CallEvent
+	calls     []observe.CallEvent
 }
 
-func (o *tbrObserver) ObserveAttempt(e AttemptEvent) {
+func (o *tbrObserver) ObserveAttempt(e observe.AttemptEvent) {
 	if o.onAttempt != nil {
 		o.onAttempt(e)
 	}
 }
 
-func (o *tbrObserver) ObserveCall(e CallEvent) {
+func (o *tbrObserver) ObserveCall(e observe.CallEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.calls = append(o.calls, e)
 }
 
-func (o *tbrObserver) ObserveBreaker(string, BreakerState, BreakerState) {}
+func (o *tbrObserver) ObserveBreaker(string, observe.BreakerState, observe.BreakerState) {}
 
 // A caller that cancels while the call waits to retry gets its
 // cancellation back at once; no further attempt is sent.
@@ -292,7 +293,7 @@ func TestRetryCanceledDuringWait(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stop func() bool
-	obs := &tbrObserver{onAttempt: func(e AttemptEvent) {
+	obs := &tbrObserver{onAttempt: func(e observe.AttemptEvent) {
 		// The first attempt got its 503; the call is about to wait 3s.
 		if e.Attempt == 1 {
 			stop = time.AfterFunc(100*time.Millisecond, cancel).Stop
@@ -307,7 +308,7 @@ func TestRetryCanceledDuringWait(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("error does not match context.Canceled: %v", err)
 	}
-	e := tbrError(t, err, OpCanceled)
+	e := tbrError(t, err, observe.OpCanceled)
 	if e.StatusCode != http.StatusServiceUnavailable || e.Attempts != 1 {
 		t.Errorf("Error.StatusCode = %d, Attempts = %d; want 503, 1", e.StatusCode, e.Attempts)
 	}
@@ -319,8 +320,8 @@ func TestRetryCanceledDuringWait(t *testing.T) {
 	}
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
-	if len(obs.calls) != 1 || obs.calls[0].Outcome != OutcomeCanceled {
-		t.Errorf("observed calls %+v, want one with outcome %v", obs.calls, OutcomeCanceled)
+	if len(obs.calls) != 1 || obs.calls[0].Outcome != observe.OutcomeCanceled {
+		t.Errorf("observed calls %+v, want one with outcome %v", obs.calls, observe.OutcomeCanceled)
 	}
 }
 

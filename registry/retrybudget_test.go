@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // rbEnv are the settings of the budget tests: 3 retries, the baseline
@@ -118,7 +119,7 @@ func TestRetryBudgetCapsStorm(t *testing.T) {
 	if st.RetryBudgetDenied == 0 {
 		t.Error("Status().RetryBudgetDenied = 0 under a 100% outage")
 	}
-	if st.Breaker != BreakerClosed {
+	if st.Breaker != observe.BreakerClosed {
 		t.Errorf("breaker %v, want closed (BREAKER_MIN_REQUESTS=100000)", st.Breaker)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -60,11 +61,11 @@ func TestReviewBadRequestDoesNotOpenBreaker(t *testing.T) {
 		req.Header.Set("X-Bad", "a\nb")
 		_, err := c.Do(req)
 		cancel()
-		if e := resilAsError(t, err); e.Op != registry.OpRequest || e.Attempts != 1 {
-			t.Fatalf("Op %q after %d attempts (%v), want request after 1", e.Op, e.Attempts, err)
+		if e := resilAsError(t, err); e.Op != observe.OpRequest || e.Attempts != 1 {
+			t.Fatalf("observe.Op %q after %d attempts (%v), want request after 1", e.Op, e.Attempts, err)
 		}
 	}
-	if st := c.Status(); st.Breaker != registry.BreakerClosed || st.BreakerCounts.Failures != 0 || st.Retries != 0 {
+	if st := c.Status(); st.Breaker != observe.BreakerClosed || st.BreakerCounts.Failures != 0 || st.Retries != 0 {
 		t.Fatalf("breaker %s, counts %+v, retries %d; want closed, no failures, no retries", st.Breaker, st.BreakerCounts, st.Retries)
 	}
 	if res := resilGet(c, "/ok", resilBound); res.err != nil || res.status != 200 {
@@ -88,11 +89,11 @@ func TestBreakerOpensWhenBudgetsCutAHungUpstream(t *testing.T) {
 	c := r.MustClient("inv")
 	for i := range 3 {
 		res := resilGet(c, "/hang", 400*time.Millisecond) // 300ms after the reserve
-		if e := resilAsError(t, res.err); e.Op != registry.OpBudgetTimeout {
-			t.Fatalf("call %d: Op %q (%v), want budget timeout", i+1, e.Op, res.err)
+		if e := resilAsError(t, res.err); e.Op != observe.OpBudgetTimeout {
+			t.Fatalf("call %d: observe.Op %q (%v), want budget timeout", i+1, e.Op, res.err)
 		}
 	}
-	if st := c.Status(); st.Breaker != registry.BreakerOpen {
+	if st := c.Status(); st.Breaker != observe.BreakerOpen {
 		t.Fatalf("breaker %s after 3 budget-cut attempts on a hung upstream, counts %+v; want open", st.Breaker, st.BreakerCounts)
 	}
 	res := resilGet(c, "/hang", 400*time.Millisecond)
@@ -211,8 +212,8 @@ func TestReviewBulkheadWaitInsideCallTimeout(t *testing.T) {
 	// not at wait + READ_TIMEOUT (4s) or wait + CALL_TIMEOUT (5.1s).
 	res := resilGet(c, "/hang", resilBound)
 	e := resilAsError(t, res.err)
-	if e.Op != registry.OpCallTimeout || res.took > 3600*time.Millisecond {
-		t.Fatalf("second call: Op %q after %v (%v); want call timeout within CALL_TIMEOUT 3.1s of its start", e.Op, res.took, res.err)
+	if e.Op != observe.OpCallTimeout || res.took > 3600*time.Millisecond {
+		t.Fatalf("second call: observe.Op %q after %v (%v); want call timeout within CALL_TIMEOUT 3.1s of its start", e.Op, res.took, res.err)
 	}
 }
 

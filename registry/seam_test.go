@@ -10,6 +10,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // fakeCircuit stands in for a fleet-shared breaker state: it refuses
@@ -58,11 +59,11 @@ func TestIssue11BreakerSeam(t *testing.T) {
 	f.open.Store(true)
 	hits := srv.Hits()
 	_, _, err = tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
-	e := tbrError(t, err, OpBreaker)
+	e := tbrError(t, err, observe.OpBreaker)
 	if !errors.Is(err, ErrCircuitOpen) || srv.Hits() != hits {
 		t.Errorf("%v: want ErrCircuitOpen and no request sent", e)
 	}
-	if st := c.Status(); st.Breaker != BreakerOpen {
+	if st := c.Status(); st.Breaker != observe.BreakerOpen {
 		t.Errorf("Status().Breaker = %s, want open (from the fake circuit)", st.Breaker)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // send is the transport stage of one attempt: the system's own transport
@@ -20,7 +21,7 @@ import (
 // In a drill (fault.go) the faults are injected here, before the
 // transport, so every outer stage sees them as it would see a real
 // failing or slow upstream.
-func (c *Client) send(req *http.Request) (resp *http.Response, op Op, avail time.Duration, err error) {
+func (c *Client) send(req *http.Request) (resp *http.Response, op observe.Op, avail time.Duration, err error) {
 	avail = -1
 	if dl, ok := req.Context().Deadline(); ok {
 		avail = time.Until(dl)
@@ -32,11 +33,11 @@ func (c *Client) send(req *http.Request) (resp *http.Response, op Op, avail time
 	if err != nil {
 		return nil, classify(req.Context(), err), avail, err
 	}
-	return resp, "", avail, nil
+	return resp, 0, avail, nil
 }
 
 // sendFaulty is send with the system's faults injected first.
-func (c *Client) sendFaulty(req *http.Request, avail time.Duration) (resp *http.Response, op Op, _ time.Duration, err error) {
+func (c *Client) sendFaulty(req *http.Request, avail time.Duration) (resp *http.Response, op observe.Op, _ time.Duration, err error) {
 	out, resp, op, err, done := c.faults.inject(req)
 	if done {
 		// As a RoundTripper would: the attempt's body is closed, sent
@@ -52,58 +53,58 @@ func (c *Client) sendFaulty(req *http.Request, avail time.Duration) (resp *http.
 		}
 		return nil, op, avail, err
 	}
-	return resp, "", avail, nil
+	return resp, 0, avail, nil
 }
 
 // classify names the phase a transport error comes from. ctx is the
 // call's capped context.
-func classify(ctx context.Context, err error) Op {
+func classify(ctx context.Context, err error) observe.Op {
 	switch ctx.Err() {
 	case nil:
 	case context.Canceled:
 		if op, ok := streamTimeout(ctx); ok {
 			return op // a stream's timer (stream.go), not the caller
 		}
-		return OpCanceled
+		return observe.OpCanceled
 	default: // a deadline: ours (CALL_TIMEOUT) or the caller's budget
 		if errors.Is(context.Cause(ctx), capbudget.ErrCallTimeout) {
-			return OpCallTimeout
+			return observe.OpCallTimeout
 		}
-		return OpBudgetTimeout
+		return observe.OpBudgetTimeout
 	}
 	var op *net.OpError
 	if errors.As(err, &op) {
 		switch {
 		case op.Op == "dial" && op.Timeout():
-			return OpConnectTimeout
+			return observe.OpConnectTimeout
 		case op.Op == "dial":
-			return OpConnect
+			return observe.OpConnect
 		case op.Op == "remote error" && op.Err != nil && certAlert(op.Err.Error()):
 			// The server refused the handshake over our certificate or
 			// version: the same certificate gets the same answer.
-			return OpTLS
+			return observe.OpTLS
 		}
 	}
 	var verr *tls.CertificateVerificationError
 	if errors.As(err, &verr) {
-		return OpTLS // we refused the server's certificate
+		return observe.OpTLS // we refused the server's certificate
 	}
 	// net/http exports no type for these timeouts and request checks;
 	// match the text it has used for years.
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "TLS handshake timeout"):
-		return OpTLSTimeout
+		return observe.OpTLSTimeout
 	case strings.Contains(msg, "timeout awaiting response headers"):
-		return OpReadTimeout
+		return observe.OpReadTimeout
 	case strings.HasPrefix(msg, "net/http: invalid header field"),
 		strings.HasPrefix(msg, "net/http: invalid method"),
 		strings.HasPrefix(msg, "net/http: nil Request"),
 		strings.HasPrefix(msg, "unsupported protocol scheme"),
 		strings.HasPrefix(msg, "http: no Host in request URL"):
-		return OpRequest
+		return observe.OpRequest
 	}
-	return OpTransport
+	return observe.OpTransport
 }
 
 // certAlert reports whether a TLS alert from the server (net/http reports

@@ -34,6 +34,7 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 )
 
 var soakFor = flag.Duration("soak", 0, "run TestSoak for this long (e.g. -soak=20s); 0 skips it")
@@ -108,9 +109,9 @@ type soakTally struct {
 	transitions atomic.Int64 // breaker state changes
 }
 
-func (s *soakTally) ObserveAttempt(AttemptEvent) {}
-func (s *soakTally) ObserveCall(CallEvent)       {}
-func (s *soakTally) ObserveBreaker(string, BreakerState, BreakerState) {
+func (s *soakTally) ObserveAttempt(observe.AttemptEvent) {}
+func (s *soakTally) ObserveCall(observe.CallEvent)       {}
+func (s *soakTally) ObserveBreaker(string, observe.BreakerState, observe.BreakerState) {
 	s.transitions.Add(1)
 }
 
@@ -404,8 +405,8 @@ func soakCall(c *Client, tally *soakTally) (refused bool) {
 	var e *Error
 	switch {
 	case errors.As(err, &e):
-		tally.byOutcome["op:"+string(e.Op)]++
-		return e.Attempts == 0 && (e.Op == OpBreaker || e.Op == OpBulkhead)
+		tally.byOutcome["op:"+e.Op.String()]++
+		return e.Attempts == 0 && (e.Op == observe.OpBreaker || e.Op == observe.OpBulkhead)
 	case errors.Is(err, bulkhead.ErrFull), errors.Is(err, ErrCircuitOpen):
 		tally.byOutcome["sentinel:"+err.Error()]++
 	default:

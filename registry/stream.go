@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // streamKey is the context key of [WithStream].
@@ -22,7 +23,7 @@ type streamKey struct{}
 // and retries together. From the headers on, the body is read with no
 // overall deadline: a read that waits longer than idle for data, or a
 // caller that does not read again within idle, ends the call with an
-// [*Error] of [OpIdleTimeout] (Timeout() is true) and gives the permit
+// [*Error] of [observe.OpIdleTimeout] (Timeout() is true) and gives the permit
 // back. The caller's own deadline, when ctx has one, still bounds the whole
 // stream. The bulkhead permit is held until the body is closed (or read to
 // EOF, or the idle bound fires): each open stream counts against
@@ -37,10 +38,6 @@ func WithStream(ctx context.Context, idle time.Duration) context.Context {
 	}
 	return context.WithValue(ctx, streamKey{}, idle)
 }
-
-// OpIdleTimeout is the op of a stream ([WithStream]) whose body stayed
-// idle longer than its bound.
-const OpIdleTimeout Op = "idle timeout"
 
 // errStreamIdle is the cause of a stream cut by its idle bound.
 var errStreamIdle = errors.New("no data within the stream's idle bound")
@@ -94,12 +91,12 @@ func (s *stream) headers() {
 
 // streamTimeout names the op of a streamed call's context cancelled by
 // its own timer (ctx.Err() is Canceled there, not DeadlineExceeded).
-func streamTimeout(ctx context.Context) (Op, bool) {
+func streamTimeout(ctx context.Context) (observe.Op, bool) {
 	switch context.Cause(ctx) {
 	case capbudget.ErrCallTimeout:
-		return OpCallTimeout, true
+		return observe.OpCallTimeout, true
 	case errStreamIdle:
-		return OpIdleTimeout, true
+		return observe.OpIdleTimeout, true
 	}
-	return "", false
+	return 0, false
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // The helpers of timeouts_test.go, budget_test.go and retry_test.go carry
@@ -66,11 +67,11 @@ func tbrCtx(t *testing.T, d time.Duration) context.Context {
 }
 
 // tbrError asserts that err is or wraps an *Error of the system with the
-// given Op, and returns it.
-func tbrError(t *testing.T, err error, op Op) *Error {
+// given observe.Op, and returns it.
+func tbrError(t *testing.T, err error, op observe.Op) *Error {
 	t.Helper()
 	if err == nil {
-		t.Fatalf("got no error, want one with Op %q", op)
+		t.Fatalf("got no error, want one with observe.Op %q", op)
 	}
 	var e *Error
 	if !errors.As(err, &e) {
@@ -85,14 +86,14 @@ func tbrError(t *testing.T, err error, op Op) *Error {
 	return e
 }
 
-// tbrTimeout asserts a timeout error of the given phase: its Op, Timeout()
+// tbrTimeout asserts a timeout error of the given phase: its observe.Op, Timeout()
 // on both the *Error and the error Do returned (a *url.Error), and the
 // number of attempts sent.
-func tbrTimeout(t *testing.T, err error, op Op, attempts int) *Error {
+func tbrTimeout(t *testing.T, err error, op observe.Op, attempts int) *Error {
 	t.Helper()
 	e := tbrError(t, err, op)
 	if !e.Timeout() {
-		t.Errorf("Error.Timeout() = false for Op %q", op)
+		t.Errorf("Error.Timeout() = false for observe.Op %q", op)
 	}
 	var ne interface{ Timeout() bool }
 	if !errors.As(err, &ne) || !ne.Timeout() {
@@ -115,7 +116,7 @@ func TestTimeoutConnect(t *testing.T) {
 	})
 	_, elapsed, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
 	t.Logf("connect timeout after %v: %v", elapsed, err)
-	tbrTimeout(t, err, OpConnectTimeout, 1)
+	tbrTimeout(t, err, observe.OpConnectTimeout, 1)
 	if elapsed < 180*time.Millisecond || elapsed > time.Second {
 		t.Errorf("connect timeout fired after %v, want about 200ms (>= 180ms, < READ_TIMEOUT 1s)", elapsed)
 	}
@@ -129,7 +130,7 @@ func TestTimeoutTLSHandshake(t *testing.T) {
 	})
 	_, elapsed, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
 	t.Logf("TLS handshake timeout after %v: %v", elapsed, err)
-	tbrTimeout(t, err, OpTLSTimeout, 1)
+	tbrTimeout(t, err, observe.OpTLSTimeout, 1)
 	if elapsed < 280*time.Millisecond || elapsed > time.Second {
 		t.Errorf("TLS handshake timeout fired after %v, want about 300ms (>= 280ms, < READ_TIMEOUT 1s)", elapsed)
 	}
@@ -142,7 +143,7 @@ func TestTimeoutRead(t *testing.T) {
 	})
 	_, elapsed, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
 	t.Logf("read timeout after %v: %v", elapsed, err)
-	tbrTimeout(t, err, OpReadTimeout, 1)
+	tbrTimeout(t, err, observe.OpReadTimeout, 1)
 	if elapsed < 280*time.Millisecond || elapsed > 1500*time.Millisecond {
 		t.Errorf("read timeout fired after %v, want about 300ms (>= 280ms, well under CALL_TIMEOUT 2s)", elapsed)
 	}
@@ -183,8 +184,8 @@ func TestTimeoutCallEndsBodyRead(t *testing.T) {
 		t.Errorf("body read error %v does not match capbudget.ErrCallTimeout and context.DeadlineExceeded", err)
 	}
 	var re *Error
-	if !errors.As(err, &re) || re.Op != OpCallTimeout || re.System == "" || !re.Timeout() {
-		t.Errorf("body read error %v: want an *Error with Op %q naming the system", err, OpCallTimeout)
+	if !errors.As(err, &re) || re.Op != observe.OpCallTimeout || re.System == "" || !re.Timeout() {
+		t.Errorf("body read error %v: want an *Error with observe.Op %q naming the system", err, observe.OpCallTimeout)
 	}
 	if len(b) == 0 || strings.Trim(string(b), "x") != "" {
 		t.Errorf("read %q, want some trickled 'x' bytes", b)
@@ -206,7 +207,7 @@ func TestTimeoutCallNotRetried(t *testing.T) {
 	})
 	_, elapsed, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
 	t.Logf("call timeout after %v, %d requests: %v", elapsed, srv.Requests(), err)
-	e := tbrTimeout(t, err, OpCallTimeout, 3)
+	e := tbrTimeout(t, err, observe.OpCallTimeout, 3)
 	if !errors.Is(err, capbudget.ErrCallTimeout) {
 		t.Errorf("error does not match capbudget.ErrCallTimeout: %v", err)
 	}
@@ -231,7 +232,7 @@ func TestTimeoutReadRetried(t *testing.T) {
 	})
 	_, elapsed, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
 	t.Logf("gave up after %v, %d requests: %v", elapsed, srv.Requests(), err)
-	tbrTimeout(t, err, OpReadTimeout, 3)
+	tbrTimeout(t, err, observe.OpReadTimeout, 3)
 	if n := srv.Requests(); n != 3 {
 		t.Errorf("server saw %d requests, want 3 (1 + RETRIES)", n)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // mtlsServerOpts shape a test server.
@@ -171,8 +172,8 @@ func TestTLSClientCertificate(t *testing.T) {
 		e := mtlsWantErr(t, err, system)
 		t.Logf("%s: %v", system, err)
 		// A certificate refusal is not retried: one attempt, op tls.
-		if e.Op != OpTLS || e.Attempts > 1 {
-			t.Errorf("%s: op %q after %d attempts, want %q after 1", system, e.Op, e.Attempts, OpTLS)
+		if e.Op != observe.OpTLS || e.Attempts > 1 {
+			t.Errorf("%s: op %q after %d attempts, want %q after 1", system, e.Op, e.Attempts, observe.OpTLS)
 		}
 		if !strings.Contains(err.Error(), "certificate") {
 			t.Errorf("%s: error does not mention the certificate: %v", system, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 	"github.com/outbound-go/outbound/statuspage"
 )
@@ -14,8 +15,8 @@ import (
 // degraded is a fleet's breaker whose Redis is gone.
 type degraded struct{ registry.Circuit }
 
-func (degraded) FleetSync() registry.FleetSync {
-	return registry.FleetSync{Since: time.Unix(1700000000, 0).UTC(), LastError: "dial tcp: connection refused"}
+func (degraded) FleetSync() observe.FleetSync {
+	return observe.FleetSync{Since: time.Unix(1700000000, 0).UTC(), LastError: "dial tcp: connection refused"}
 }
 
 // Issue 13: status.json shows the fleet sync state of a system at
@@ -39,8 +40,8 @@ func TestStatusJSONFleet(t *testing.T) {
 	res := serve(t, statuspage.Handler(r, nil), "GET", "/status.json")
 	var snap struct {
 		Systems []struct {
-			System string              `json:"system"`
-			Fleet  *registry.FleetSync `json:"fleet"`
+			System string             `json:"system"`
+			Fleet  *observe.FleetSync `json:"fleet"`
 		} `json:"systems"`
 	}
 	if err := json.Unmarshal(res.Body.Bytes(), &snap); err != nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -51,7 +52,7 @@ type Snapshot struct {
 // SystemStatus is one system in a [Snapshot]: the registry's Status
 // (fields inline) and what the [Recorder] saw.
 type SystemStatus struct {
-	registry.Status
+	observe.Status
 	// Latency of the recent calls that sent an attempt; null without a
 	// recorder or before the first call.
 	Latency *Latency `json:"latency"`

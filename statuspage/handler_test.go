@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 	"github.com/outbound-go/outbound/statuspage"
 )
@@ -131,7 +132,7 @@ func TestStatusJSON(t *testing.T) {
 	for range 3 {
 		call(t, inv, "/ok")
 	}
-	for i := 0; i < 20 && inv.Status().Breaker != registry.BreakerOpen; i++ {
+	for i := 0; i < 20 && inv.Status().Breaker != observe.BreakerOpen; i++ {
 		call(t, inv, "/down")
 	}
 	call(t, inv, "/ok") // refused by the open breaker
@@ -157,7 +158,7 @@ func TestStatusJSON(t *testing.T) {
 	if s.System != "inv" || p.System != "pay" {
 		t.Fatalf("systems %s, %s: want declaration order inv, pay", s.System, p.System)
 	}
-	if s.Breaker != registry.BreakerOpen || s.BreakerChangedAt == nil || s.BreakerRejected != 1 {
+	if s.Breaker != observe.BreakerOpen || s.BreakerChangedAt == nil || s.BreakerRejected != 1 {
 		t.Errorf("inv breaker %s changed %v rejected %d: want open, a time, 1", s.Breaker, s.BreakerChangedAt, s.BreakerRejected)
 	}
 	if s.Calls != 3+s.GaveUp || s.OK != 3 || s.GaveUp < 3 {
@@ -169,7 +170,7 @@ func TestStatusJSON(t *testing.T) {
 	if s.LastError == nil || s.LastError.Outcome != "breaker_open" || !strings.Contains(s.LastError.Message, "circuit open") {
 		t.Errorf("inv last error %+v, want the breaker rejection", s.LastError)
 	}
-	if p.Latency != nil || p.LastError != nil || p.BreakerChangedAt != nil || p.Breaker != registry.BreakerClosed {
+	if p.Latency != nil || p.LastError != nil || p.BreakerChangedAt != nil || p.Breaker != observe.BreakerClosed {
 		t.Errorf("untouched pay: %+v", p)
 	}
 	var base string
@@ -187,7 +188,7 @@ func TestStatusJSON(t *testing.T) {
 	if err := json.Unmarshal(serve(t, statuspage.Handler(r, nil), "GET", "/status.json").Body.Bytes(), &bare); err != nil {
 		t.Fatal(err)
 	}
-	if b := bare.Systems[0]; b.Breaker != registry.BreakerOpen || b.Latency != nil || b.OK != 3 {
+	if b := bare.Systems[0]; b.Breaker != observe.BreakerOpen || b.Latency != nil || b.OK != 3 {
 		t.Errorf("no recorder: %+v", b)
 	}
 }

@@ -6,14 +6,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/outbound-go/outbound/registry"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // RingSize is the number of recent call durations a [Recorder] keeps per
 // system for the page's percentiles.
 const RingSize = 512
 
-// Recorder is a [registry.Observer] that keeps, per system, the
+// Recorder is a [observe.Observer] that keeps, per system, the
 // durations of the last [RingSize] calls that sent at least one attempt,
 // the time of the last breaker transition, and the last failure: what
 // Status cannot tell. Create it with [NewRecorder], pass it to
@@ -35,7 +35,7 @@ type systemRecord struct {
 	breakerAt time.Time // last transition seen, zero if none
 	lastErr   error     // formatted only when the page asks
 	lastErrAt time.Time
-	lastOut   registry.Outcome
+	lastOut   observe.Outcome
 }
 
 // NewRecorder returns an empty recorder.
@@ -46,12 +46,12 @@ func NewRecorder() *Recorder {
 	return r
 }
 
-// ObserveAttempt implements registry.Observer; attempts are not
+// ObserveAttempt implements observe.Observer; attempts are not
 // recorded (calls are what the caller waits for).
-func (r *Recorder) ObserveAttempt(registry.AttemptEvent) {}
+func (r *Recorder) ObserveAttempt(observe.AttemptEvent) {}
 
-// ObserveCall implements registry.Observer.
-func (r *Recorder) ObserveCall(e registry.CallEvent) {
+// ObserveCall implements observe.Observer.
+func (r *Recorder) ObserveCall(e observe.CallEvent) {
 	s := r.system(e.System)
 	var now time.Time
 	if e.Err != nil {
@@ -68,8 +68,8 @@ func (r *Recorder) ObserveCall(e registry.CallEvent) {
 	s.mu.Unlock()
 }
 
-// ObserveBreaker implements registry.Observer.
-func (r *Recorder) ObserveBreaker(system string, _, _ registry.BreakerState) {
+// ObserveBreaker implements observe.Observer.
+func (r *Recorder) ObserveBreaker(system string, _, _ observe.BreakerState) {
 	s := r.system(system)
 	now := r.now()
 	s.mu.Lock()
@@ -113,7 +113,7 @@ type snapshot struct {
 	BreakerAt time.Time
 	LastErr   error
 	LastErrAt time.Time
-	LastOut   registry.Outcome
+	LastOut   observe.Outcome
 }
 
 // snapshot copies the record of system under its lock and computes the

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbound-go/outbound/registry"
+	"github.com/outbound-go/outbound/observe"
 )
 
 func TestPercentile(t *testing.T) {
@@ -32,23 +32,23 @@ func TestRecorderRing(t *testing.T) {
 		t.Fatalf("latency before any call: %+v", s.Latency)
 	}
 	// Calls refused before any attempt have no duration to record.
-	r.ObserveCall(registry.CallEvent{System: "inv", Outcome: registry.OutcomeBulkheadFull, Err: errors.New("full")})
-	if s := r.snapshot("inv"); s.Latency != nil || s.LastErr == nil || s.LastOut != registry.OutcomeBulkheadFull {
+	r.ObserveCall(observe.CallEvent{System: "inv", Outcome: observe.OutcomeBulkheadFull, Err: errors.New("full")})
+	if s := r.snapshot("inv"); s.Latency != nil || s.LastErr == nil || s.LastOut != observe.OutcomeBulkheadFull {
 		t.Fatalf("after a rejection: %+v", s)
 	}
 	// Fill the ring twice over: 1000 slow calls, then RingSize fast
 	// ones; only the fast ones remain.
 	for range 1000 {
-		r.ObserveCall(registry.CallEvent{System: "inv", Attempts: 1, Duration: time.Second, Outcome: registry.OutcomeOK})
+		r.ObserveCall(observe.CallEvent{System: "inv", Attempts: 1, Duration: time.Second, Outcome: observe.OutcomeOK})
 	}
 	for i := range RingSize {
-		r.ObserveCall(registry.CallEvent{System: "inv", Attempts: 1, Duration: time.Duration(i+1) * time.Millisecond, Outcome: registry.OutcomeOK})
+		r.ObserveCall(observe.CallEvent{System: "inv", Attempts: 1, Duration: time.Duration(i+1) * time.Millisecond, Outcome: observe.OutcomeOK})
 	}
 	l := r.snapshot("inv").Latency
 	if l == nil || l.Samples != RingSize || l.MaxMS != RingSize || l.P50MS != RingSize/2 || l.P99MS != 507 {
 		t.Fatalf("latency %+v, want %d samples of 1..%dms", l, RingSize, RingSize)
 	}
-	if s := r.snapshot("inv"); s.LastOut != registry.OutcomeBulkheadFull {
+	if s := r.snapshot("inv"); s.LastOut != observe.OutcomeBulkheadFull {
 		t.Errorf("a success replaced the last error: %+v", s)
 	}
 	var nilRec *Recorder
@@ -61,7 +61,7 @@ func TestRecorderBreakerTime(t *testing.T) {
 	r := NewRecorder()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	r.now = func() time.Time { return at }
-	r.ObserveBreaker("inv", registry.BreakerClosed, registry.BreakerOpen)
+	r.ObserveBreaker("inv", observe.BreakerClosed, observe.BreakerOpen)
 	if got := r.snapshot("inv").BreakerAt; !got.Equal(at) {
 		t.Fatalf("breaker changed at %v, want %v", got, at)
 	}
@@ -69,11 +69,11 @@ func TestRecorderBreakerTime(t *testing.T) {
 
 func TestRecorderAllocatesNothing(t *testing.T) {
 	r := NewRecorder()
-	ok := registry.CallEvent{System: "inv", Attempts: 1, Duration: time.Millisecond, Outcome: registry.OutcomeOK}
-	failed := registry.CallEvent{System: "inv", Err: errors.New("open"), Outcome: registry.OutcomeBreakerOpen}
+	ok := observe.CallEvent{System: "inv", Attempts: 1, Duration: time.Millisecond, Outcome: observe.OutcomeOK}
+	failed := observe.CallEvent{System: "inv", Err: errors.New("open"), Outcome: observe.OutcomeBreakerOpen}
 	r.ObserveCall(ok)
 	allocs := testing.AllocsPerRun(500, func() {
-		r.ObserveAttempt(registry.AttemptEvent{System: "inv", Attempt: 1})
+		r.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1})
 		r.ObserveCall(ok)
 		r.ObserveCall(failed)
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/outbound-go/outbound/adapters"
 	"github.com/outbound-go/outbound/adapters/payments"
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
@@ -170,7 +171,7 @@ func TestRegisterBudgetSpent(t *testing.T) {
 	defer cancel()
 	_, err := a.Register(ctx, "9", 100)
 	var re *registry.Error
-	if !errors.As(err, &re) || re.Op != registry.OpBudget || !adapters.Degradable(err) {
+	if !errors.As(err, &re) || re.Op != observe.OpBudget || !adapters.Degradable(err) {
 		t.Fatalf("err = %v, want a degradable spent budget", err)
 	}
 	if up.Requests() != 0 {

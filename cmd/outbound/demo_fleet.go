@@ -18,6 +18,7 @@ import (
 
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/fleet"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 	"github.com/outbound-go/outbound/statuspage"
 )
@@ -165,7 +166,7 @@ loop:
 		case <-tick.C:
 			all := true
 			for i, p := range pods {
-				open := p.c.Status().Breaker == registry.BreakerOpen
+				open := p.c.Status().Breaker == observe.BreakerOpen
 				switch {
 				case open && !opened[i]:
 					opened[i] = true
@@ -173,7 +174,7 @@ loop:
 						firstOpen = time.Now()
 					}
 					lagMax = max(lagMax, time.Since(firstOpen))
-				case !open && opened[i] && p.c.Status().Breaker == registry.BreakerClosed:
+				case !open && opened[i] && p.c.Status().Breaker == observe.BreakerClosed:
 					opened[i] = false
 				}
 				all = all && opened[i]

@@ -13,6 +13,7 @@ import (
 	"github.com/outbound-go/outbound/adapters"
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -93,12 +94,12 @@ func reason(err error) string {
 		return "refused: budget spent"
 	case errors.As(err, &se):
 		return fmt.Sprintf("answered %d", se.StatusCode)
-	case errors.As(err, &re) && re.Op == registry.OpStatus:
+	case errors.As(err, &re) && re.Op == observe.OpStatus:
 		return fmt.Sprintf("gave up on %d", re.StatusCode)
 	case errors.As(err, &re) && re.Timeout():
 		return "timed out"
 	case errors.As(err, &re):
-		return "failed: " + string(re.Op)
+		return "failed: " + re.Op.String()
 	}
 	return "failed: bad answer"
 }
@@ -123,16 +124,16 @@ func (s *sysStats) record(d time.Duration, err error) {
 
 // demoObserver feeds the attempts and breaker transitions of every client
 // into the stats and the event log. Its methods are quick and never call
-// back into a client, as registry.Observer requires.
+// back into a client, as observe.Observer requires.
 type demoObserver struct {
 	start  time.Time
 	stats  map[string]*sysStats // fixed before the registry is built
 	events *eventLog
 }
 
-func (o *demoObserver) ObserveAttempt(ev registry.AttemptEvent) {
+func (o *demoObserver) ObserveAttempt(ev observe.AttemptEvent) {
 	s := o.stats[ev.System]
-	if s == nil || ev.Outcome == registry.OutcomeBreakerOpen {
+	if s == nil || ev.Outcome == observe.OutcomeBreakerOpen {
 		return // refused by the breaker: nothing was sent
 	}
 	s.mu.Lock()
@@ -147,11 +148,11 @@ func (o *demoObserver) ObserveAttempt(ev registry.AttemptEvent) {
 	}
 }
 
-func (o *demoObserver) ObserveCall(registry.CallEvent) {}
+func (o *demoObserver) ObserveCall(observe.CallEvent) {}
 
-func (o *demoObserver) ObserveBreaker(system string, from, to registry.BreakerState) {
+func (o *demoObserver) ObserveBreaker(system string, from, to observe.BreakerState) {
 	at := time.Since(o.start)
-	if s := o.stats[system]; s != nil && to == registry.BreakerOpen {
+	if s := o.stats[system]; s != nil && to == observe.BreakerOpen {
 		s.mu.Lock()
 		if s.opened == 0 {
 			s.firstOpen = at
@@ -203,7 +204,7 @@ type snap struct {
 	attemptBusy     uint64
 	opened          uint64
 	firstOpen       time.Duration
-	status          registry.Status
+	status          observe.Status
 	readTimeout     time.Duration
 	retriesAllowed  int
 }

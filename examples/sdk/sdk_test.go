@@ -21,6 +21,7 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/examples/sdk"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
@@ -188,7 +189,7 @@ func TestBreakerOpenFailsFastThroughSDK(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = resp.Body.Close()
-		if c.Status().Breaker != registry.BreakerOpen {
+		if c.Status().Breaker != observe.BreakerOpen {
 			t.Fatalf("%s: breaker %v, want open", which, c.Status().Breaker)
 		}
 		hits, refused := up.Requests(), c.Status().BreakerRejected
@@ -371,7 +372,7 @@ func TestOpenAIStreamLongerThanCallTimeout(t *testing.T) {
 		n++
 	}
 	var e *registry.Error
-	if err := stream.Err(); !errors.As(err, &e) || e.Op != registry.OpIdleTimeout || n != 3 {
+	if err := stream.Err(); !errors.As(err, &e) || e.Op != observe.OpIdleTimeout || n != 3 {
 		t.Errorf("stalled stream: %d chunks, %v; want 3 and an idle timeout", n, err)
 	}
 	_ = stream.Close()

@@ -88,7 +88,7 @@ const settle = 2 * time.Second
 // then closes reg. Call it at the end of a test, or let [New] do it.
 //
 //   - No permit held and no call in flight, on any system
-//     (registry.Status's InFlight: a call holds its bulkhead permit until
+//     (observe.Status's InFlight: a call holds its bulkhead permit until
 //     its body is closed or its deadline passes).
 //   - Once reg is closed (its idle connections with it), no connection
 //     left open to any of ups: one still open is a response body not

@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 	"github.com/outbound-go/outbound/statuspage"
 )
@@ -185,10 +186,10 @@ func TestBrowserLiveUpdate(t *testing.T) {
 
 	// The storm: inventory answers 503 until its breaker opens.
 	failing.Store(true)
-	for i := 0; i < 50 && inv.Status().Breaker != registry.BreakerOpen; i++ {
+	for i := 0; i < 50 && inv.Status().Breaker != observe.BreakerOpen; i++ {
 		call(t, inv, "/stock/1")
 	}
-	if s := inv.Status().Breaker; s != registry.BreakerOpen {
+	if s := inv.Status().Breaker; s != observe.BreakerOpen {
 		t.Fatalf("inventory breaker %s after the storm, want open", s)
 	}
 	call(t, inv, "/stock/1") // refused: shows a breaker rejection

@@ -13,6 +13,7 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/examples/bookstore/domain"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 	"go.uber.org/goleak"
 )
@@ -23,7 +24,7 @@ func TestTranslate(t *testing.T) {
 	live := context.Background()
 	cancelled, cancel := context.WithCancel(live)
 	cancel()
-	rejected := func(op registry.Op, err error) error { return &registry.Error{System: "payments", Op: op, Err: err} }
+	rejected := func(op observe.Op, err error) error { return &registry.Error{System: "payments", Op: op, Err: err} }
 	tests := []struct {
 		name       string
 		ctx        context.Context
@@ -31,13 +32,13 @@ func TestTranslate(t *testing.T) {
 		want       error // errors.Is target; nil: the error comes back as is
 		retryAfter time.Duration
 	}{
-		{"budget spent", live, rejected(registry.OpBudget, capbudget.ErrExhausted), domain.ErrNoTime, 0},
-		{"caller gone", cancelled, rejected(registry.OpCanceled, context.Canceled), domain.ErrNoTime, 0},
+		{"budget spent", live, rejected(observe.OpBudget, capbudget.ErrExhausted), domain.ErrNoTime, 0},
+		{"caller gone", cancelled, rejected(observe.OpCanceled, context.Canceled), domain.ErrNoTime, 0},
 		{"unknown book", live, fmt.Errorf("%w %q", inventory.ErrUnknownBook, "1"), domain.ErrUnknownBook, 0},
 		{"declined", live, fmt.Errorf("%w: order 1", payments.ErrDeclined), domain.ErrPaymentDeclined, 0},
-		{"breaker open", live, rejected(registry.OpBreaker, registry.ErrCircuitOpen), domain.ErrUnavailable, 0},
-		{"bulkhead full", live, rejected(registry.OpBulkhead, bulkhead.ErrFull), domain.ErrUnavailable, 0},
-		{"read timeout", live, rejected(registry.OpReadTimeout, nil), domain.ErrUnavailable, 0},
+		{"breaker open", live, rejected(observe.OpBreaker, registry.ErrCircuitOpen), domain.ErrUnavailable, 0},
+		{"bulkhead full", live, rejected(observe.OpBulkhead, bulkhead.ErrFull), domain.ErrUnavailable, 0},
+		{"read timeout", live, rejected(observe.OpReadTimeout, nil), domain.ErrUnavailable, 0},
 		{"503 with a hint", live, &adapters.StatusError{StatusCode: 503, RetryAfter: 7 * time.Second, HasRetryAfter: true}, domain.ErrUnavailable, 7 * time.Second},
 		{"400 is a bug", live, &adapters.StatusError{StatusCode: 400}, nil, 0},
 	}

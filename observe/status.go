@@ -1,0 +1,65 @@
+package observe
+
+import (
+	"time"
+
+	"github.com/outbound-go/outbound/config"
+)
+
+// BreakerCounts are the breaker's counts in its current window (closed)
+// or state (half-open).
+type BreakerCounts struct {
+	Requests             uint32 `json:"requests"`
+	Successes            uint32 `json:"successes"`
+	Failures             uint32 `json:"failures"`
+	Exclusions           uint32 `json:"exclusions"`
+	ConsecutiveSuccesses uint32 `json:"consecutive_successes"`
+	ConsecutiveFailures  uint32 `json:"consecutive_failures"`
+}
+
+// Status is a snapshot of one client, for health checks, metrics and the
+// status page. Counters are totals since the registry was built.
+type Status struct {
+	System        string        `json:"system"`
+	Breaker       BreakerState  `json:"breaker"`
+	BreakerCounts BreakerCounts `json:"breaker_counts"`
+	InFlight      int64         `json:"in_flight"`
+	Capacity      int64         `json:"capacity"` // MAX_CONCURRENT: the ceiling of an adaptive limit
+	Limit         int64         `json:"limit"`    // the bulkhead's current limit: Capacity unless ADAPTIVE_CONCURRENCY
+
+	Calls             uint64 `json:"calls"`               // calls admitted by the bulkhead
+	OK                uint64 `json:"ok"`                  // calls answered with a response not retried
+	Retries           uint64 `json:"retries"`             // retries sent
+	GaveUp            uint64 `json:"gave_up"`             // calls that ended on a failure
+	BulkheadRejected  uint64 `json:"bulkhead_rejected"`   // calls refused by the bulkhead
+	BreakerRejected   uint64 `json:"breaker_rejected"`    // calls refused by the breaker
+	BudgetRejected    uint64 `json:"budget_rejected"`     // calls refused because the caller's budget was spent
+	BudgetCapped      uint64 `json:"budget_capped"`       // calls whose deadline came from the caller's budget
+	RetryBudgetDenied uint64 `json:"retry_budget_denied"` // retries refused by the retry budget
+	HedgesSent        uint64 `json:"hedges_sent"`         // extra copies sent by hedging (HEDGE_DELAY)
+	HedgesWon         uint64 `json:"hedges_won"`          // hedges whose answer the caller got
+
+	// Fleet is the sync state of a breaker shared by a fleet
+	// (BREAKER_SCOPE=fleet); nil at scope local.
+	Fleet *FleetSync `json:"fleet,omitempty"`
+
+	// Config is the effective settings, redacted. It is computed once and
+	// shared by every snapshot: do not modify it.
+	Config []config.Var `json:"config"`
+
+	// Faults says what fault injection does to this system's attempts
+	// (a drill, OUTBOUND_FAULTS=on): "aborts 10% of attempts with 503".
+	// Empty when none; then the counts below stay 0.
+	Faults         string `json:"faults,omitempty"`
+	InjectedAborts uint64 `json:"injected_aborts,omitempty"` // attempts answered by an injected abort
+	InjectedDelays uint64 `json:"injected_delays,omitempty"` // attempts held by an injected delay
+}
+
+// FleetSync is the sync state of a breaker shared by a fleet: whether the
+// pods share its evidence and state now, or each decides alone (Redis
+// failing, slow or emptied), since when, and the last error.
+type FleetSync struct {
+	Synced    bool      `json:"synced"`
+	Since     time.Time `json:"since"`
+	LastError string    `json:"last_error,omitempty"`
+}
