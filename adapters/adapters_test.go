@@ -17,6 +17,7 @@ import (
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
 	"go.uber.org/goleak"
 )
@@ -56,7 +57,7 @@ type stock struct {
 }
 
 func TestGetJSONOK(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Body: `{"isbn":"9780441172719","available":12}`,
+	srv := testutil.Script(t, outboundtest.Reply{Body: `{"isbn":"9780441172719","available":12}`,
 		Header: http.Header{"Content-Type": {"application/json"}}})
 	c := newClient(t, srv.URL+"/api/", noRetries)
 
@@ -84,8 +85,8 @@ func TestGetJSONOK(t *testing.T) {
 }
 
 func TestNoContentAndNilOut(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusNoContent},
-		testutil.Resp{Body: `{"ignored":true}`})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusNoContent},
+		outboundtest.Reply{Body: `{"ignored":true}`})
 	c := newClient(t, srv.URL, noRetries)
 	var out stock
 	if err := adapters.GetJSON(ctxT(t), c, []string{"a"}, &out); err != nil {
@@ -97,7 +98,7 @@ func TestNoContentAndNilOut(t *testing.T) {
 }
 
 func TestNotFound(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusNotFound, Body: "no such book"})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusNotFound, Body: "no such book"})
 	c := newClient(t, srv.URL, config.Client{}) // baseline retries: a 404 is not retried
 	var out stock
 	err := adapters.GetJSON(ctxT(t), c, []string{"stock", "0000000000"}, &out)
@@ -118,7 +119,7 @@ func TestNotFound(t *testing.T) {
 
 func TestServerErrorKeepsBodyStart(t *testing.T) {
 	long := "database is down; " + strings.Repeat("x", 1000)
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable, Body: long})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: long})
 	c := newClient(t, srv.URL, noRetries)
 	err := adapters.GetJSON(ctxT(t), c, []string{"stock", "1"}, new(stock))
 	var se *adapters.StatusError
@@ -170,7 +171,7 @@ func TestBodyLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := testutil.Script(t, testutil.Resp{Body: tt.body})
+			srv := testutil.Script(t, outboundtest.Reply{Body: tt.body})
 			c := newClient(t, srv.URL, noRetries)
 			var s string
 			err := adapters.GetJSON(ctxT(t), c, []string{"big"}, &s, tt.opts...)
@@ -196,7 +197,7 @@ func TestBodyLimit(t *testing.T) {
 func TestBadJSON(t *testing.T) {
 	for _, body := range []string{`{"isbn":`, `{"available":"twelve"}`, `<html>oops</html>`} {
 		t.Run(body, func(t *testing.T) {
-			srv := testutil.Script(t, testutil.Resp{Body: body})
+			srv := testutil.Script(t, outboundtest.Reply{Body: body})
 			c := newClient(t, srv.URL, noRetries)
 			err := adapters.GetJSON(ctxT(t), c, []string{"stock", "1"}, new(stock))
 			var syn *json.SyntaxError
@@ -221,13 +222,13 @@ func TestRetryAfter(t *testing.T) {
 		header   http.Header
 		min, max time.Duration
 	}{
-		{"seconds", testutil.RetryAfterSeconds(7), 7 * time.Second, 7 * time.Second},
-		{"HTTP-date", testutil.RetryAfterDate(at), 27 * time.Second, 30 * time.Second},
-		{"date in the past", testutil.RetryAfterDate(time.Now().Add(-time.Hour)), 0, 0},
+		{"seconds", outboundtest.RetryAfterSeconds(7), 7 * time.Second, 7 * time.Second},
+		{"HTTP-date", outboundtest.RetryAfterDate(at), 27 * time.Second, 30 * time.Second},
+		{"date in the past", outboundtest.RetryAfterDate(time.Now().Add(-time.Hour)), 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := testutil.Script(t, testutil.Resp{Status: http.StatusTooManyRequests, Header: tt.header, Body: "slow down"})
+			srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusTooManyRequests, Header: tt.header, Body: "slow down"})
 			c := newClient(t, srv.URL, noRetries)
 			err := adapters.GetJSON(ctxT(t), c, []string{"x"}, nil)
 			var se *adapters.StatusError
@@ -243,7 +244,7 @@ func TestRetryAfter(t *testing.T) {
 		})
 	}
 	t.Run("absent or malformed", func(t *testing.T) {
-		srv := testutil.Script(t, testutil.Resp{Status: 500, Header: http.Header{"Retry-After": {"soon"}}})
+		srv := testutil.Script(t, outboundtest.Reply{Status: 500, Header: http.Header{"Retry-After": {"soon"}}})
 		c := newClient(t, srv.URL, noRetries)
 		err := adapters.GetJSON(ctxT(t), c, []string{"x"}, nil)
 		var se *adapters.StatusError
@@ -255,7 +256,7 @@ func TestRetryAfter(t *testing.T) {
 
 func TestPathEscaping(t *testing.T) {
 	rawPaths := make(chan string, 10)
-	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rawPaths <- r.URL.EscapedPath() + "?" + r.URL.RawQuery
 		_, _ = io.WriteString(w, `{}`)
 	}))
@@ -299,8 +300,8 @@ func TestPathEscaping(t *testing.T) {
 }
 
 func TestPostReplaysBodyWithIdempotencyKey(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable},
-		testutil.Resp{Status: http.StatusCreated, Body: `{"id":"pay_1"}`})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable},
+		outboundtest.Reply{Status: http.StatusCreated, Body: `{"id":"pay_1"}`})
 	c := newClient(t, srv.URL, config.Client{BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
 
 	in := map[string]any{"order_id": "42", "amount_cents": 1999}
@@ -328,7 +329,7 @@ func TestPostReplaysBodyWithIdempotencyKey(t *testing.T) {
 }
 
 func TestPostWithoutKeyIsNotRetried(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable})
 	c := newClient(t, srv.URL, config.Client{})
 	err := adapters.DoJSON(ctxT(t), c, http.MethodPost, []string{"orders"}, map[string]int{"n": 1}, nil)
 	var se *adapters.StatusError
@@ -365,7 +366,7 @@ func TestFastFailuresAreDegradable(t *testing.T) {
 		}
 	})
 	t.Run("read timeout", func(t *testing.T) {
-		srv := testutil.NewServer(t, testutil.SlowHeaders())
+		srv := outboundtest.NewUpstream(t, outboundtest.NewHang(nil))
 		d := noRetries
 		d.ConnectTimeout, d.TLSHandshakeTimeout, d.ReadTimeout, d.CallTimeout = 100*time.Millisecond, 100*time.Millisecond, 200*time.Millisecond, 2*time.Second
 		c := newClient(t, srv.URL, d)
@@ -429,7 +430,7 @@ func TestDegradable(t *testing.T) {
 // deadline reaches the adapter's caller as a StatusError with the hint,
 // wrapping the registry's error.
 func TestIssue10RetryAfterPastDeadline(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusTooManyRequests, Header: testutil.RetryAfterSeconds(1)})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusTooManyRequests, Header: outboundtest.RetryAfterSeconds(1)})
 	c := newClient(t, srv.URL, config.Client{})
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()

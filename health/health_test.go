@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/outbound-go/outbound/health"
-	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
 	"go.uber.org/goleak"
 )
@@ -22,9 +22,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // newRegistry declares inv and pay against one loopback upstream that
 // answers 503 on /down and 200 elsewhere; each breaker opens after 5
 // failed calls (no retries) and stays open.
-func newRegistry(t *testing.T) (*registry.Registry, *testutil.Server) {
+func newRegistry(t *testing.T) (*registry.Registry, *outboundtest.Upstream) {
 	t.Helper()
-	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/down" {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return

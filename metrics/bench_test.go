@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/metrics"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -24,7 +24,7 @@ import (
 //
 //	go test -run '^$' -bench CallOverhead -benchmem -count 6 ./metrics/
 func BenchmarkCallOverhead(b *testing.B) {
-	srv := testutil.NewServer(b, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := outboundtest.NewUpstream(b, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	b.Setenv("OUTBOUND_SYSTEMS", "inv")

@@ -16,6 +16,7 @@ import (
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/metrics"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
@@ -27,15 +28,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // upstream serves /ok (200), /flaky (one 503, then 200), /gate (parked
 // until the gate opens) and /down (503 forever).
-func upstream(t *testing.T) (*testutil.Server, *testutil.Gate) {
+func upstream(t *testing.T) (*outboundtest.Upstream, *outboundtest.Hang) {
 	t.Helper()
-	gate := testutil.NewGate(testutil.Resp{Body: "late"})
+	gate := outboundtest.NewHang(outboundtest.Reply{Body: "late"})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ok", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	mux.Handle("/flaky", testutil.NewScriptHandler(testutil.FailN(1, http.StatusServiceUnavailable)...))
+	mux.Handle("/flaky", outboundtest.NewScript(testutil.FailN(1, http.StatusServiceUnavailable)...))
 	mux.Handle("/gate", gate)
 	mux.HandleFunc("/down", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
-	return testutil.NewServer(t, mux), gate
+	return outboundtest.NewUpstream(t, mux), gate
 }
 
 // get sends GET path with ctx through c, drains and closes the body.
@@ -108,7 +109,7 @@ func TestScriptedSequence(t *testing.T) {
 	}()
 	wctx, wcancel := context.WithTimeout(bg, 10*time.Second)
 	defer wcancel()
-	if err := gate.WaitParked(wctx, 1); err != nil {
+	if err := gate.WaitFor(wctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	if got := gaugeValue(t, promReg, "outbound_bulkhead_in_flight", "inv"); got != 1 {
@@ -117,7 +118,7 @@ func TestScriptedSequence(t *testing.T) {
 	if _, err := get(bg, inv, "/ok"); !errors.Is(err, bulkhead.ErrFull) {
 		t.Fatalf("full bulkhead: %v, want bulkhead.ErrFull", err)
 	}
-	gate.Open()
+	gate.Release()
 	if err := <-parked; err != nil {
 		t.Fatal(err)
 	}

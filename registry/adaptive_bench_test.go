@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 // BenchmarkCallAdaptive is BenchmarkCall through the fixed bulkhead and
@@ -22,7 +22,7 @@ func BenchmarkCallAdaptive(b *testing.B) {
 		for _, adaptive := range []string{"false", "true"} {
 			name := map[string]string{"false": "fixed", "true": "adaptive"}[adaptive]
 			b.Run(fmt.Sprintf("inflight=%d/bulkhead=%s", inflight, name), func(b *testing.B) {
-				srv := testutil.NewServer(b, http.HandlerFunc(benchOK))
+				srv := outboundtest.NewUpstream(b, http.HandlerFunc(benchOK))
 				_, c := benchRegistry(b, srv.URL, "MAX_CONCURRENT", "64", "BULKHEAD_MAX_WAIT", "5s",
 					"ADAPTIVE_CONCURRENCY", adaptive)
 				url := srv.URL + "/item"

@@ -27,7 +27,7 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/config"
-	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -141,7 +141,7 @@ func BenchmarkCall(b *testing.B) {
 		b.Run(client, func(b *testing.B) {
 			for _, inflight := range []int{1, 16, 64} {
 				b.Run(fmt.Sprintf("inflight=%d", inflight), func(b *testing.B) {
-					srv := testutil.NewServer(b, http.HandlerFunc(benchOK))
+					srv := outboundtest.NewUpstream(b, http.HandlerFunc(benchOK))
 					_, c := benchRegistry(b, srv.URL, "MAX_CONCURRENT", "64")
 					do := c.Do
 					if client == "raw" {
@@ -177,7 +177,7 @@ func benchReject(b *testing.B, c *registry.Client, req *http.Request, want error
 // BenchmarkRejectBreakerOpen is a call refused by an open breaker: no I/O,
 // no goroutine, no allocation.
 func BenchmarkRejectBreakerOpen(b *testing.B) {
-	srv := testutil.NewServer(b, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := outboundtest.NewUpstream(b, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError)
 	}))
 	_, c := benchRegistry(b, srv.URL, "RETRIES", "0", "BREAKER_MIN_REQUESTS", "1", "BREAKER_OPEN_TIMEOUT", "1h")
@@ -194,7 +194,7 @@ func BenchmarkRejectBreakerOpen(b *testing.B) {
 // HTTPClient: the made-up 503 that SDKs do not retry (issue 16), with
 // net/http's client around it.
 func BenchmarkRejectBreakerOpenHTTPClient(b *testing.B) {
-	srv := testutil.NewServer(b, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := outboundtest.NewUpstream(b, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError)
 	}))
 	_, c := benchRegistry(b, srv.URL, "RETRIES", "0", "BREAKER_MIN_REQUESTS", "1", "BREAKER_OPEN_TIMEOUT", "1h")
@@ -218,7 +218,7 @@ func BenchmarkRejectBreakerOpenHTTPClient(b *testing.B) {
 // one permit of MAX_CONCURRENT=1 is held by a response whose body is left
 // open until the end.
 func BenchmarkRejectBulkheadFull(b *testing.B) {
-	srv := testutil.NewServer(b, http.HandlerFunc(benchOK))
+	srv := outboundtest.NewUpstream(b, http.HandlerFunc(benchOK))
 	_, c := benchRegistry(b, srv.URL, "MAX_CONCURRENT", "1")
 	held, err := c.Do(benchRequest(b, srv.URL))
 	if err != nil {
@@ -241,7 +241,7 @@ func (c benchSpentCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 // BenchmarkRejectBudgetSpent is a call refused because the caller's budget
 // is spent: within the reserve (deadline 50ms away) and expired.
 func BenchmarkRejectBudgetSpent(b *testing.B) {
-	srv := testutil.NewServer(b, http.HandlerFunc(benchOK))
+	srv := outboundtest.NewUpstream(b, http.HandlerFunc(benchOK))
 	_, c := benchRegistry(b, srv.URL)
 	b.Run("within-reserve", func(b *testing.B) {
 		ctx := benchSpentCtx{context.Background(), time.Now().Add(50 * time.Millisecond)}

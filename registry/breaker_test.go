@@ -16,6 +16,7 @@ import (
 
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -123,12 +124,12 @@ func resilEventually(t *testing.T, d time.Duration, what string, cond func() boo
 
 // resilWaitParked waits, at most resilBound, until n requests are parked
 // at g.
-func resilWaitParked(t *testing.T, g *testutil.Gate, n int) {
+func resilWaitParked(t *testing.T, g *outboundtest.Hang, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), resilBound)
 	defer cancel()
-	if err := g.WaitParked(ctx, n); err != nil {
-		t.Fatalf("waiting for %d requests parked at the gate (parked now: %d): %v", n, g.Parked(), err)
+	if err := g.WaitFor(ctx, n); err != nil {
+		t.Fatalf("waiting for %d requests parked at the gate (parked now: %d): %v", n, g.Waiting(), err)
 	}
 }
 
@@ -161,7 +162,7 @@ func resilStatusHandler() http.Handler {
 // have been judged; from then on calls fail fast, without I/O, with an
 // error naming the system.
 func TestBreakerStormOpensAfterMinRequests(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable, Body: "down"})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "down"})
 	r := resilRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":          "inv",
 		"INV_BASE_URL":              srv.URL,
@@ -182,7 +183,7 @@ func TestBreakerStormOpensAfterMinRequests(t *testing.T) {
 			t.Fatalf("after %d failures (min 5): breaker %s, want %s", i, st.Breaker, want)
 		}
 		if i < 5 && st.BreakerCounts.Failures != uint32(i) {
-			t.Fatalf("after %d failures: observe.BreakerCounts %+v, want %d failures", i, st.BreakerCounts, i)
+			t.Fatalf("after %d failures: BreakerCounts %+v, want %d failures", i, st.BreakerCounts, i)
 		}
 	}
 	if got := srv.Hits(); got != 5 {
@@ -206,7 +207,7 @@ func TestBreakerStormOpensAfterMinRequests(t *testing.T) {
 		}
 		e := resilAsError(t, res.err)
 		if e.System != "inv" || e.Op != observe.OpBreaker || e.Attempts != 0 {
-			t.Fatalf("call %d while open: Error{System %q, observe.Op %q, Attempts %d}, want inv, breaker, 0", 5+i, e.System, e.Op, e.Attempts)
+			t.Fatalf("call %d while open: Error{System %q, Op %q, Attempts %d}, want inv, breaker, 0", 5+i, e.System, e.Op, e.Attempts)
 		}
 		if !strings.Contains(res.err.Error(), "outbound inv") {
 			t.Fatalf("error %q does not name the system", res.err)
@@ -232,8 +233,8 @@ func TestBreakerStormOpensAfterMinRequests(t *testing.T) {
 func TestBreakerHalfOpenProbes(t *testing.T) {
 	var failing atomic.Bool
 	failing.Store(true)
-	gate := testutil.NewGate(testutil.Resp{Status: http.StatusOK, Body: "ok"})
-	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if failing.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -293,12 +294,12 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 		t.Fatalf("third call while 2 probes are in flight: %v, want ErrCircuitOpen and ErrTooManyRequests", res)
 	}
 	if e := resilAsError(t, res.err); e.System != "inv" || e.Op != observe.OpBreaker {
-		t.Fatalf("third call: Error{System %q, observe.Op %q}, want inv, breaker", e.System, e.Op)
+		t.Fatalf("third call: Error{System %q, Op %q}, want inv, breaker", e.System, e.Op)
 	}
 	if got := srv.Requests(); got != openedAt+2 {
 		t.Fatalf("server requests = %d, want %d (the 2 probes only)", got, openedAt+2)
 	}
-	gate.Open()
+	gate.Release()
 	for i, ch := range probes {
 		if res := resilRecv(t, ch, resilBound); res.err != nil || res.status != http.StatusOK {
 			t.Fatalf("probe %d: %v, want 200", i+1, res)
@@ -341,8 +342,8 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 // reserve) passes, while the server is slow are neither successes nor
 // failures: the breaker stays closed with no failures.
 func TestBreakerIgnoresCallerCancellation(t *testing.T) {
-	gate := testutil.NewGate(testutil.Resp{Status: http.StatusOK, Body: "ok"})
-	srv := testutil.NewServer(t, gate)
+	gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
+	srv := outboundtest.NewUpstream(t, gate)
 	r := resilRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":          "inv",
 		"INV_BASE_URL":              srv.URL,
@@ -359,7 +360,7 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 	excluded := 0
 	waitGateEmpty := func() {
 		t.Helper()
-		resilEventually(t, resilBound, "gate empty", func() bool { return gate.Parked() == 0 })
+		resilEventually(t, resilBound, "gate empty", func() bool { return gate.Waiting() == 0 })
 	}
 	// Three rounds cancelled by the caller.
 	for round := 1; round <= 3; round++ {
@@ -378,7 +379,7 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 				t.Fatalf("round %d call %d: %v, want context.Canceled", round, i+1, res)
 			}
 			if e := resilAsError(t, res.err); e.Op != observe.OpCanceled || e.Attempts != 1 {
-				t.Fatalf("round %d call %d: observe.Op %q after %d attempts, want canceled after 1", round, i+1, e.Op, e.Attempts)
+				t.Fatalf("round %d call %d: Op %q after %d attempts, want canceled after 1", round, i+1, e.Op, e.Attempts)
 			}
 		}
 		excluded += perRound
@@ -398,7 +399,7 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 			t.Fatalf("deadline round call %d: %v, want an error", i+1, res)
 		}
 		if e := resilAsError(t, res.err); e.Op != observe.OpBudgetTimeout || !e.Timeout() {
-			t.Fatalf("deadline round call %d: observe.Op %q (%v), want budget timeout", i+1, e.Op, res.err)
+			t.Fatalf("deadline round call %d: Op %q (%v), want budget timeout", i+1, e.Op, res.err)
 		}
 	}
 	excluded += perRound
@@ -408,12 +409,12 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 		t.Fatalf("after %d abandoned calls: breaker %s, counts %+v; want closed, 0 failures", excluded, st.Breaker, st.BreakerCounts)
 	}
 	if st.BreakerCounts.Exclusions != uint32(excluded) {
-		t.Fatalf("observe.BreakerCounts.Exclusions = %d, want %d", st.BreakerCounts.Exclusions, excluded)
+		t.Fatalf("BreakerCounts.Exclusions = %d, want %d", st.BreakerCounts.Exclusions, excluded)
 	}
 	if st.Retries != 0 || st.InFlight != 0 {
 		t.Fatalf("status retries %d, in flight %d; want 0, 0 (abandoned calls are not retried)", st.Retries, st.InFlight)
 	}
-	gate.Open()
+	gate.Release()
 	if res := resilGet(c, "/fast", resilBound); res.err != nil || res.status != http.StatusOK {
 		t.Fatalf("call after the gate opened: %v, want 200", res)
 	}
@@ -427,7 +428,7 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 // 4xx answers are the caller's problem, not the upstream's: they count as
 // successes. 408, 429 and 5xx count as failures.
 func TestBreakerStatusClassification(t *testing.T) {
-	srv := testutil.NewServer(t, resilStatusHandler())
+	srv := outboundtest.NewUpstream(t, resilStatusHandler())
 	r := resilRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":         "inv",
 		"INV_BASE_URL":             srv.URL,
@@ -474,7 +475,7 @@ func TestBreakerStatusClassification(t *testing.T) {
 // 503 server is three attempts, and can open the breaker by itself.
 func TestBreakerCountsAttempts(t *testing.T) {
 	t.Run("three attempts counted", func(t *testing.T) {
-		srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable, Body: "down"})
+		srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "down"})
 		r := resilRegistry(t, map[string]string{
 			"OUTBOUND_SYSTEMS":         "inv",
 			"INV_BASE_URL":             srv.URL,
@@ -494,14 +495,14 @@ func TestBreakerCountsAttempts(t *testing.T) {
 		}
 		st := c.Status()
 		if n := st.BreakerCounts; n.Requests != 3 || n.Failures != 3 || n.Successes != 0 {
-			t.Fatalf("observe.BreakerCounts = %+v, want 3 requests, 3 failures", n)
+			t.Fatalf("BreakerCounts = %+v, want 3 requests, 3 failures", n)
 		}
 		if st.Calls != 1 || st.Retries != 2 {
 			t.Fatalf("status calls %d, retries %d; want 1, 2", st.Calls, st.Retries)
 		}
 	})
 	t.Run("one call opens the breaker", func(t *testing.T) {
-		srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable, Body: "down"})
+		srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "down"})
 		r := resilRegistry(t, map[string]string{
 			"OUTBOUND_SYSTEMS":         "inv",
 			"INV_BASE_URL":             srv.URL,

@@ -13,14 +13,15 @@ import (
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 // A caller with 300ms left gets a call bounded by 300ms - 100ms reserve,
 // far below CALL_TIMEOUT, and an error that says the budget ran out.
 func TestBudgetCallerDeadlineCapsCall(t *testing.T) {
 	var maxBudget atomic.Int64 // the largest X-Time-Budget seen, in ms
-	slow := testutil.SlowHeaders()
-	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	slow := outboundtest.NewHang(nil)
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d, err := capbudget.ParseHeader(r.Header.Get(capbudget.Header)); err == nil {
 			for ms := d.Milliseconds(); ; {
 				cur := maxBudget.Load()
@@ -79,7 +80,7 @@ func TestBudgetCallerDeadlineCapsCall(t *testing.T) {
 // A budget already spent (less than the reserve left, or past) fails fast:
 // no request reaches the server and the rejection allocates only its error.
 func TestBudgetSpentFailsFast(t *testing.T) {
-	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	c := tbrClient(t, srv.URL, nil)
 
 	for _, tc := range []struct {
@@ -126,9 +127,9 @@ func TestBudgetSpentFailsFast(t *testing.T) {
 func TestBudgetHeaderPerAttempt(t *testing.T) {
 	const delay = 30 * time.Millisecond
 	srv := testutil.Script(t,
-		testutil.Resp{Status: http.StatusServiceUnavailable, Delay: delay},
-		testutil.Resp{Status: http.StatusServiceUnavailable, Delay: delay},
-		testutil.Resp{Status: http.StatusOK, Body: "ok"})
+		outboundtest.Reply{Status: http.StatusServiceUnavailable, Delay: delay},
+		outboundtest.Reply{Status: http.StatusServiceUnavailable, Delay: delay},
+		outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	c := tbrClient(t, srv.URL, map[string]string{
 		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "1s", "READ_TIMEOUT": "1s", "CALL_TIMEOUT": "5s",
 		"RETRIES": "2", "BACKOFF_BASE": "10ms", "BACKOFF_MAX": "20ms",
@@ -178,7 +179,7 @@ func TestBudgetHeaderPerAttempt(t *testing.T) {
 
 // Without a caller deadline the header carries what is left of CALL_TIMEOUT.
 func TestBudgetHeaderFromCallTimeout(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Body: "ok"})
+	srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, map[string]string{
 		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "1s", "READ_TIMEOUT": "1s", "CALL_TIMEOUT": "5s",
 	})
@@ -203,7 +204,7 @@ func TestBudgetHeaderFromCallTimeout(t *testing.T) {
 func TestBudgetPropagatesThroughMiddleware(t *testing.T) {
 	var callB *Client // set once the registry is built, before any request
 	seenB := make(chan time.Duration, 1)
-	b := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, err := capbudget.ParseHeader(r.Header.Get(capbudget.Header))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -213,7 +214,7 @@ func TestBudgetPropagatesThroughMiddleware(t *testing.T) {
 		io.WriteString(w, "b")
 	}))
 	seenA := make(chan time.Duration, 1)
-	a := testutil.NewServer(t, capbudget.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	a := outboundtest.NewUpstream(t, capbudget.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, err := capbudget.ParseHeader(r.Header.Get(capbudget.Header))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)

@@ -12,12 +12,13 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
 )
 
 // resilGateMux serves paths under /gate/ from gate and everything else
 // with 200 "ok" at once.
-func resilGateMux(gate *testutil.Gate) http.Handler {
+func resilGateMux(gate *outboundtest.Hang) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/gate/") {
 			gate.ServeHTTP(w, r)
@@ -53,15 +54,15 @@ func resilWantFull(t *testing.T, res resilResult, system string) {
 	}
 	e := resilAsError(t, res.err)
 	if e.System != system || e.Op != observe.OpBulkhead || e.Attempts != 0 {
-		t.Fatalf("Error{System %q, observe.Op %q, Attempts %d}, want %s, bulkhead, 0", e.System, e.Op, e.Attempts, system)
+		t.Fatalf("Error{System %q, Op %q, Attempts %d}, want %s, bulkhead, 0", e.System, e.Op, e.Attempts, system)
 	}
 }
 
 // MAX_CONCURRENT=5 with no wait: of 50 concurrent calls 5 run, 45 are
 // refused at once without I/O, and every permit comes back.
 func TestBulkheadRejectsBeyondCapacity(t *testing.T) {
-	gate := testutil.NewGate(testutil.Resp{Status: http.StatusOK, Body: "ok"})
-	srv := testutil.NewServer(t, gate)
+	gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
+	srv := outboundtest.NewUpstream(t, gate)
 	r := resilRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":      "inv",
 		"INV_BASE_URL":          srv.URL,
@@ -96,7 +97,7 @@ func TestBulkheadRejectsBeyondCapacity(t *testing.T) {
 		t.Fatalf("a 46th call ended while the gate is shut: %v", res)
 	default:
 	}
-	gate.Open()
+	gate.Release()
 	for i := range capacity {
 		if res := resilRecv(t, results, resilBound); res.err != nil || res.status != http.StatusOK {
 			t.Fatalf("admitted call %d: %v, want 200", i+1, res)
@@ -105,7 +106,7 @@ func TestBulkheadRejectsBeyondCapacity(t *testing.T) {
 	if got := srv.Requests(); got != capacity {
 		t.Fatalf("server requests = %d, want %d (rejected calls cost no I/O)", got, capacity)
 	}
-	if got := srv.MaxActive(); got > capacity {
+	if got := srv.MaxInFlight(); got > capacity {
 		t.Fatalf("server max active = %d, want <= %d", got, capacity)
 	}
 	resilEventually(t, resilBound, "in flight back to 0", func() bool { return c.Status().InFlight == 0 })
@@ -113,15 +114,15 @@ func TestBulkheadRejectsBeyondCapacity(t *testing.T) {
 	if st.Calls != capacity || st.OK != capacity {
 		t.Fatalf("status calls %d, ok %d; want %d, %d", st.Calls, st.OK, capacity, capacity)
 	}
-	t.Logf("server: %d requests, max active %d, %d conns; %d rejected", srv.Requests(), srv.MaxActive(), srv.Conns(), st.BulkheadRejected)
+	t.Logf("server: %d requests, max active %d, %d conns; %d rejected", srv.Requests(), srv.MaxInFlight(), srv.Conns(), st.BulkheadRejected)
 }
 
 // With BULKHEAD_MAX_WAIT calls queue for a permit and get through once one
 // frees; a call whose wait passes gets ErrFull.
 func TestBulkheadWaitsForPermit(t *testing.T) {
 	t.Run("waiters get through", func(t *testing.T) {
-		gate := testutil.NewGate(testutil.Resp{Status: http.StatusOK, Body: "ok"})
-		srv := testutil.NewServer(t, gate)
+		gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
+		srv := outboundtest.NewUpstream(t, gate)
 		r := resilRegistry(t, map[string]string{
 			"OUTBOUND_SYSTEMS":      "inv",
 			"INV_BASE_URL":          srv.URL,
@@ -145,7 +146,7 @@ func TestBulkheadWaitsForPermit(t *testing.T) {
 			t.Fatalf("a call ended while every permit is held and the wait is 2s: %v", res)
 		default:
 		}
-		gate.Open()
+		gate.Release()
 		for i := range calls {
 			if res := resilRecv(t, results, resilBound); res.err != nil || res.status != http.StatusOK {
 				t.Fatalf("call %d: %v, want 200", i+1, res)
@@ -154,7 +155,7 @@ func TestBulkheadWaitsForPermit(t *testing.T) {
 		if got := srv.Requests(); got != calls {
 			t.Fatalf("server requests = %d, want %d", got, calls)
 		}
-		if got := srv.MaxActive(); got > capacity {
+		if got := srv.MaxInFlight(); got > capacity {
 			t.Fatalf("server max active = %d, want <= %d", got, capacity)
 		}
 		st := c.Status()
@@ -164,8 +165,8 @@ func TestBulkheadWaitsForPermit(t *testing.T) {
 		}
 	})
 	t.Run("wait passes", func(t *testing.T) {
-		gate := testutil.NewGate(testutil.Resp{Status: http.StatusOK, Body: "ok"})
-		srv := testutil.NewServer(t, gate)
+		gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
+		srv := outboundtest.NewUpstream(t, gate)
 		const maxWait = 200 * time.Millisecond
 		r := resilRegistry(t, map[string]string{
 			"OUTBOUND_SYSTEMS":      "inv",
@@ -193,7 +194,7 @@ func TestBulkheadWaitsForPermit(t *testing.T) {
 		if !errors.Is(res.err, bulkhead.ErrFull) && !errors.Is(res.err, context.Canceled) {
 			t.Fatalf("cancelled waiter: %v, want ErrFull and/or context.Canceled", res)
 		}
-		gate.Open()
+		gate.Release()
 		if res := resilRecv(t, held, resilBound); res.err != nil || res.status != http.StatusOK {
 			t.Fatalf("held call: %v, want 200", res)
 		}
@@ -210,7 +211,7 @@ func TestBulkheadWaitsForPermit(t *testing.T) {
 // call's deadline; closing that body late does not give back a permit it
 // no longer holds.
 func TestBulkheadForgottenBodyReleasedAtDeadline(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusOK, Body: "hello"})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusOK, Body: "hello"})
 	const callTimeout = 1700 * time.Millisecond
 	r := resilRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":          "inv",
@@ -274,8 +275,8 @@ func TestBulkheadForgottenBodyReleasedAtDeadline(t *testing.T) {
 func TestBulkheadPermitReleasedOnce(t *testing.T) {
 	for _, how := range []string{"eof", "eof+close", "eof+close+close", "close", "close+close"} {
 		t.Run(how, func(t *testing.T) {
-			gate := testutil.NewGate(testutil.Resp{Status: http.StatusOK, Body: "ok"})
-			srv := testutil.NewServer(t, resilGateMux(gate))
+			gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
+			srv := outboundtest.NewUpstream(t, resilGateMux(gate))
 			r := resilRegistry(t, map[string]string{
 				"OUTBOUND_SYSTEMS":      "inv",
 				"INV_BASE_URL":          srv.URL,
@@ -315,7 +316,7 @@ func TestBulkheadPermitReleasedOnce(t *testing.T) {
 			second := resilGo(c, "/gate/2", resilBound)
 			resilWaitParked(t, gate, 2)
 			resilWantFull(t, resilGet(c, "/ok", resilBound), "inv")
-			gate.Open()
+			gate.Release()
 			for _, ch := range []<-chan resilResult{parked, second} {
 				if res := resilRecv(t, ch, resilBound); res.err != nil || res.status != http.StatusOK {
 					t.Fatalf("parked call: %v, want 200", res)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 // Sequential calls reuse one connection, even when every call is answered
@@ -18,10 +19,10 @@ import (
 // pool before the retry is sent.
 func TestConnReuseSequentialWithDrainedRetries(t *testing.T) {
 	const calls = 50
-	steps := make([]testutil.Resp, 0, 2*calls)
+	steps := make([]outboundtest.Reply, 0, 2*calls)
 	for range calls {
 		steps = append(steps, testutil.LargeBody(http.StatusServiceUnavailable, testutil.LargeBodySize),
-			testutil.Resp{Status: http.StatusOK, Body: "ok"})
+			outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	}
 	srv := testutil.Script(t, steps...)
 	r := resilRegistry(t, map[string]string{
@@ -56,8 +57,8 @@ func TestConnReuseSequentialWithDrainedRetries(t *testing.T) {
 // sizes the pool): the first 20 are held at a gate together, so exactly 20
 // are opened, and the other 80 calls reuse them.
 func TestConnPoolBoundedByMaxConcurrent(t *testing.T) {
-	gate := testutil.NewGate(testutil.Resp{Status: http.StatusOK, Body: "ok"})
-	srv := testutil.NewServer(t, gate)
+	gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
+	srv := outboundtest.NewUpstream(t, gate)
 	const workers, perWorker = 20, 5
 	r := resilRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":   "inv",
@@ -79,7 +80,7 @@ func TestConnPoolBoundedByMaxConcurrent(t *testing.T) {
 		})
 	}
 	resilWaitParked(t, gate, workers)
-	gate.Open()
+	gate.Release()
 	wg.Wait()
 	close(errs)
 	for res := range errs {
@@ -88,7 +89,7 @@ func TestConnPoolBoundedByMaxConcurrent(t *testing.T) {
 	if got := srv.Requests(); got != workers*perWorker {
 		t.Fatalf("server requests = %d, want %d", got, workers*perWorker)
 	}
-	if got := srv.MaxActive(); got > workers {
+	if got := srv.MaxInFlight(); got > workers {
 		t.Fatalf("server max active = %d, want <= %d", got, workers)
 	}
 	if got := srv.Conns(); got != workers {
@@ -108,7 +109,7 @@ func TestConnPoolBoundedByMaxConcurrent(t *testing.T) {
 func TestConnBodyClosedUnread(t *testing.T) {
 	for _, size := range []int{2, testutil.LargeBodySize} {
 		t.Run(strconv.Itoa(size)+"B", func(t *testing.T) {
-			srv := testutil.Script(t, testutil.Resp{Status: http.StatusOK, Body: strings.Repeat("b", size)})
+			srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusOK, Body: strings.Repeat("b", size)})
 			r := resilRegistry(t, map[string]string{
 				"OUTBOUND_SYSTEMS": "inv",
 				"INV_BASE_URL":     srv.URL,
@@ -159,7 +160,7 @@ func TestConnBodyClosedUnread(t *testing.T) {
 // HTTPClient() runs the same pipeline and shares the same pool: sequential
 // requests through it use one connection.
 func TestConnReuseHTTPClient(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusOK, Body: "ok"})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	r := resilRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "inv",
 		"INV_BASE_URL":     srv.URL,

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 // followHop is what followServer saw of one hop.
@@ -26,7 +26,7 @@ type followHop struct {
 // /noloc with a 302 without Location, and /end with 200 "end", and
 // records every hop.
 type followServer struct {
-	*testutil.Server
+	*outboundtest.Upstream
 	mu   sync.Mutex
 	hops []followHop
 }
@@ -75,7 +75,7 @@ type onlyReader struct{ io.Reader }
 func TestFollowMatchesHTTPClient(t *testing.T) {
 	// Not parallel: mtlsRegistry sets the environment.
 	s := &followServer{}
-	s.Server = testutil.NewServer(t, http.HandlerFunc(s.serve))
+	s.Upstream = outboundtest.NewUpstream(t, http.HandlerFunc(s.serve))
 	c := mtlsRegistry(t, map[string]map[string]string{"follow": {"BASE_URL": s.URL, "RETRIES": "0"}}).MustClient("follow")
 	raw := &http.Client{Transport: c.transport}
 	type request struct {
@@ -138,7 +138,7 @@ func TestFollowMatchesHTTPClient(t *testing.T) {
 // message, as the http.Client engine did.
 func TestFollowBadLocation(t *testing.T) {
 	s := &followServer{}
-	s.Server = testutil.NewServer(t, http.HandlerFunc(s.serve))
+	s.Upstream = outboundtest.NewUpstream(t, http.HandlerFunc(s.serve))
 	c := mtlsRegistry(t, map[string]map[string]string{"follow": {"BASE_URL": s.URL, "RETRIES": "0"}}).MustClient("follow")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

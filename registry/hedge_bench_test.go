@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 // BenchmarkHedgeArmed is BenchmarkCall's registry client with hedging
@@ -16,7 +16,7 @@ func BenchmarkHedgeArmed(b *testing.B) {
 	for _, delay := range []string{"0", "1s"} {
 		for _, inflight := range []int{1, 16} {
 			b.Run(fmt.Sprintf("delay=%s/inflight=%d", delay, inflight), func(b *testing.B) {
-				srv := testutil.NewServer(b, http.HandlerFunc(benchOK))
+				srv := outboundtest.NewUpstream(b, http.HandlerFunc(benchOK))
 				_, c := benchRegistry(b, srv.URL, "MAX_CONCURRENT", "64", "HEDGE_DELAY", delay)
 				url := srv.URL + "/item"
 				b.ReportAllocs()

@@ -12,6 +12,7 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -26,9 +27,9 @@ func resilMedian(ds []time.Duration) time.Duration {
 // and connection pool.
 func TestIsolationBetweenSystems(t *testing.T) {
 	// alpha's server parks every request, then answers 503.
-	gateA := testutil.NewGate(testutil.Resp{Status: http.StatusServiceUnavailable, Body: "down"})
-	srvA := testutil.NewServer(t, gateA)
-	srvB := testutil.Script(t, testutil.Resp{Status: http.StatusOK, Body: "ok"})
+	gateA := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "down"})
+	srvA := outboundtest.NewUpstream(t, gateA)
+	srvB := testutil.Script(t, outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	const capA = 4
 	r := resilRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":            "alpha,beta",
@@ -98,7 +99,7 @@ func TestIsolationBetweenSystems(t *testing.T) {
 	}
 
 	// Phase 2: the held calls get their 503s, which open alpha's breaker.
-	gateA.Open()
+	gateA.Release()
 	for i, ch := range held {
 		if res := resilRecv(t, ch, resilBound); res.err != nil || res.status != http.StatusServiceUnavailable {
 			t.Fatalf("held alpha call %d: %v, want 503", i+1, res)
@@ -142,5 +143,5 @@ func TestIsolationBetweenSystems(t *testing.T) {
 			sa.Breaker, sa.BreakerRejected, sa.BulkheadRejected, sa.InFlight)
 	}
 	t.Logf("alpha server: %d requests, %d conns, max active %d; beta server: %d requests, %d conns",
-		srvA.Requests(), srvA.Conns(), srvA.MaxActive(), srvB.Requests(), srvB.Conns())
+		srvA.Requests(), srvA.Conns(), srvA.MaxInFlight(), srvB.Requests(), srvB.Conns())
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 // Regression tests for issue 10, named after its items.
@@ -33,7 +34,7 @@ func stalledBody(status int, header http.Header) http.Handler {
 		_ = http.NewResponseController(w).Flush()
 		select {
 		case <-r.Context().Done():
-		case <-testutil.Stopped(r):
+		case <-outboundtest.Stopped(r):
 		}
 	})
 }
@@ -41,8 +42,8 @@ func stalledBody(status int, header http.Header) http.Handler {
 // Item 1: a 503 whose body stalls after the headers is drained for at most
 // about 50ms before the retry, not until CALL_TIMEOUT.
 func TestIssue10StalledDrainBeforeRetry(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Handler: stalledBody(http.StatusServiceUnavailable, nil)},
-		testutil.Resp{Status: http.StatusOK, Body: "ok"})
+	srv := testutil.Script(t, outboundtest.Reply{Handler: stalledBody(http.StatusServiceUnavailable, nil)},
+		outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "1", "READ_TIMEOUT", "1s", "CALL_TIMEOUT", "3s"))
 	resp, took, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
 	if err != nil {
@@ -63,7 +64,7 @@ func TestIssue10StalledDrainBeforeRetry(t *testing.T) {
 // Item 1, the other drain: giving up because the Retry-After would pass
 // the deadline does not wait on a stalled body either.
 func TestIssue10StalledDrainBeforeGivingUp(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Handler: stalledBody(http.StatusTooManyRequests, testutil.RetryAfterSeconds(5))})
+	srv := testutil.Script(t, outboundtest.Reply{Handler: stalledBody(http.StatusTooManyRequests, outboundtest.RetryAfterSeconds(5))})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2", "READ_TIMEOUT", "1s", "CALL_TIMEOUT", "3s", "RETRY_AFTER_MAX", "10s"))
 	_, took, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
 	e := tbrError(t, err, observe.OpStatus)
@@ -75,7 +76,7 @@ func TestIssue10StalledDrainBeforeGivingUp(t *testing.T) {
 
 // Item 2: a small chunked body closed unread keeps its connection.
 func TestIssue10ChunkedBodyClosedUnread(t *testing.T) {
-	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		_ = http.NewResponseController(w).Flush() // headers first: the body is chunked
 		_, _ = io.WriteString(w, strings.Repeat("c", 1024))
@@ -104,7 +105,7 @@ func TestIssue10ChunkedBodyClosedUnread(t *testing.T) {
 func TestIssue10RetryAfterHuge(t *testing.T) {
 	for _, v := range []string{"4294967296", "99999999999999999999999"} {
 		t.Run(v, func(t *testing.T) {
-			srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable,
+			srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable,
 				Header: http.Header{"Retry-After": {v}}, Body: "busy"})
 			c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 			resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
@@ -127,8 +128,8 @@ var _ = errors.New
 // included, as http.Client.Timeout does: five hops of 400ms do not fit in
 // a CALL_TIMEOUT of 1.7s.
 func TestIssue10HTTPClientRedirectsShareCallTimeout(t *testing.T) {
-	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !testutil.Wait(r, 400*time.Millisecond) {
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !outboundtest.Wait(r, 400*time.Millisecond) {
 			return
 		}
 		n := strings.TrimPrefix(r.URL.Path, "/hop/")
@@ -167,12 +168,12 @@ func TestIssue10HTTPClientRedirectsShareCallTimeout(t *testing.T) {
 // Item 8: HTTPClient().Do's errors carry no secret, whether from BASE_URL
 // or from a redirect's Location, as Do's do not.
 func TestIssue10HTTPClientErrorsRedacted(t *testing.T) {
-	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/x" {
 			http.Redirect(w, r, "/y?signature=SECRET2", http.StatusFound)
 			return
 		}
-		testutil.Reset().ServeHTTP(w, r)
+		outboundtest.Reset().ServeHTTP(w, r)
 	}))
 	base := strings.Replace(srv.URL, "http://", "http://alice:pw@", 1) + "/?api_key=SECRET1"
 	c := tbrClient(t, base, tbrFast("RETRIES", "0"))
@@ -232,8 +233,8 @@ func TestIssue10ErrorTextsSayEachThingOnce(t *testing.T) {
 	// On real sockets: a full bulkhead, and a transport error through
 	// HTTPClient, whose *url.Error names the URL (the *Error does not
 	// again).
-	gate := testutil.NewGate(testutil.Resp{Body: "ok"})
-	srv := testutil.NewServer(t, gate)
+	gate := outboundtest.NewHang(outboundtest.Reply{Body: "ok"})
+	srv := outboundtest.NewUpstream(t, gate)
 	c := tbrClient(t, srv.URL, tbrFast("MAX_CONCURRENT", "1", "RETRIES", "0"))
 	held := holdPermit(t, c, gate)
 	_, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/x")
@@ -243,7 +244,7 @@ func TestIssue10ErrorTextsSayEachThingOnce(t *testing.T) {
 	if _, ok := err.(*Error); !ok {
 		t.Errorf("Do returned %T, want *Error", err)
 	}
-	gate.Open()
+	gate.Release()
 	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
@@ -261,14 +262,14 @@ func TestIssue10ErrorTextsSayEachThingOnce(t *testing.T) {
 	}
 	var e *Error
 	if !errors.As(err, &e) || e.Op != observe.OpConnect {
-		t.Errorf("%v: want an *Error with observe.Op connect inside", err)
+		t.Errorf("%v: want an *Error with Op connect inside", err)
 	}
 }
 
 // Item 5: when waiting for the upstream's Retry-After would pass the
 // deadline, the hint travels on the error.
 func TestIssue10RetryAfterOnError(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusTooManyRequests, Header: testutil.RetryAfterSeconds(1)})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusTooManyRequests, Header: outboundtest.RetryAfterSeconds(1)})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	ctx := tbrCtx(t, 500*time.Millisecond)
 	_, took, err := tbrGet(t, ctx, c, "/")
@@ -288,8 +289,8 @@ func TestIssue10RetryAfterOnError(t *testing.T) {
 // Item 6: a caller that cancels while waiting for a permit gets its own
 // cancellation, not bulkhead.ErrFull, and no rejection is counted.
 func TestIssue10CancelWhileWaitingForPermit(t *testing.T) {
-	gate := testutil.NewGate(testutil.Resp{Body: "ok"})
-	srv := testutil.NewServer(t, gate)
+	gate := outboundtest.NewHang(outboundtest.Reply{Body: "ok"})
+	srv := outboundtest.NewUpstream(t, gate)
 	c := tbrClient(t, srv.URL, tbrFast("MAX_CONCURRENT", "1", "BULKHEAD_MAX_WAIT", "2s"))
 	held := holdPermit(t, c, gate)
 	ctx, cancel := context.WithCancel(tbrCtx(t, 5*time.Second))
@@ -302,7 +303,7 @@ func TestIssue10CancelWhileWaitingForPermit(t *testing.T) {
 	if st := c.Status(); st.BulkheadRejected != 0 {
 		t.Errorf("BulkheadRejected = %d, want 0", st.BulkheadRejected)
 	}
-	gate.Open()
+	gate.Release()
 	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +312,7 @@ func TestIssue10CancelWhileWaitingForPermit(t *testing.T) {
 // Item 6: a read of a body that another goroutine closed says so, rather
 // than blaming the caller's cancellation.
 func TestIssue10ReadAfterCloseByAnotherGoroutine(t *testing.T) {
-	srv := testutil.NewServer(t, testutil.Trickle(time.Hour))
+	srv := outboundtest.NewUpstream(t, outboundtest.Trickle(time.Hour))
 	c := tbrClient(t, srv.URL, tbrFast())
 	resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
 	if err != nil {
@@ -335,7 +336,7 @@ func TestIssue10ReadAfterCloseByAnotherGoroutine(t *testing.T) {
 // Item 13: with OMIT_TIME_BUDGET the system never receives X-Time-Budget,
 // not even one the caller set, on any attempt of either entry point.
 func TestIssue10OmitTimeBudgetStripsCallerHeader(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable}, testutil.Resp{Body: "ok"})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable}, outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("OMIT_TIME_BUDGET", "true", "RETRIES", "1"))
 	for _, do := range []func(*http.Request) (*http.Response, error){c.Do, c.HTTPClient().Do} {
 		req, _ := http.NewRequestWithContext(tbrCtx(t, 5*time.Second), http.MethodGet, "/", nil)
@@ -359,7 +360,7 @@ func TestIssue10OmitTimeBudgetStripsCallerHeader(t *testing.T) {
 // holdPermit starts a call to /held that the gate keeps in flight, so
 // that it holds one of c's permits, and returns once the gate has it. The
 // channel gives the call's error after the gate opens.
-func holdPermit(t *testing.T, c *Client, gate *testutil.Gate) <-chan error {
+func holdPermit(t *testing.T, c *Client, gate *outboundtest.Hang) <-chan error {
 	t.Helper()
 	held := make(chan error, 1)
 	go func() {
@@ -369,7 +370,7 @@ func holdPermit(t *testing.T, c *Client, gate *testutil.Gate) <-chan error {
 		}
 		held <- err
 	}()
-	if err := gate.WaitParked(tbrCtx(t, 5*time.Second), 1); err != nil {
+	if err := gate.WaitFor(tbrCtx(t, 5*time.Second), 1); err != nil {
 		t.Fatal(err)
 	}
 	return held

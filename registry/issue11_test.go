@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/capbudget"
-	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 var errIssue11Own = errors.New("caller's own cause")
@@ -83,7 +83,7 @@ func TestIssue11CallContext(t *testing.T) {
 // the call's. It fails (still in flight after 5s) without the watch on
 // the caller's context.
 func TestIssue11ForgottenBodyComesBackWhenCallerCancels(t *testing.T) {
-	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "hello")
 	}))
 	c := mtlsRegistry(t, map[string]map[string]string{"forgot": {

@@ -12,6 +12,7 @@ import (
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 // countingCircuit stands in for a fleet's breaker: it passes every
@@ -52,7 +53,7 @@ func fleetEnv(baseURL string) map[string]string {
 // The stand-in counts with Judge as the local breaker does, and its sync
 // state shows in Status.
 func TestIssue13FleetCircuit(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable}, testutil.Resp{Body: "ok"})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable}, outboundtest.Reply{Body: "ok"})
 	loaded, err := config.LoadEnv(fleetEnv(srv.URL))
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +173,7 @@ func (c *reportingCircuit) ReportStates(report func(from, to gobreaker.State)) f
 // the observers directly (the circuit reports what its State shows, once);
 // one that is not leaves the local breaker's changes to the observers.
 func TestIssue13StateReporter(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable})
 	env := fleetEnv(srv.URL)
 	env["PAY_BREAKER_MIN_REQUESTS"] = "1"
 	loaded, err := config.LoadEnv(env)

@@ -17,6 +17,7 @@ import (
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -83,13 +84,13 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("7,000 calls")
 	}
-	storm := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable, Body: strings.Repeat("e", 4096)})
-	reset := testutil.Script(t, testutil.Resp{Handler: testutil.Reset()})
-	slow := testutil.NewServer(t, testutil.SlowHeaders())
+	storm := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: strings.Repeat("e", 4096)})
+	reset := testutil.Script(t, outboundtest.Reply{Handler: outboundtest.Reset()})
+	slow := outboundtest.NewUpstream(t, outboundtest.NewHang(nil))
 	refused := testutil.RefusedAddr(t)
-	tripped := testutil.Script(t, testutil.Resp{Status: http.StatusInternalServerError})
-	gate := testutil.NewGate(testutil.Resp{Status: http.StatusOK, Body: "ok"})
-	full := testutil.NewServer(t, gate)
+	tripped := testutil.Script(t, outboundtest.Reply{Status: http.StatusInternalServerError})
+	gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
+	full := outboundtest.NewUpstream(t, gate)
 
 	retrying := func(prefix, url string) map[string]string {
 		return map[string]string{
@@ -245,7 +246,7 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 		}
 		return resilWantOp(res.err, "leak-full", observe.OpBulkhead)
 	})
-	gate.Open()
+	gate.Release()
 	if res := resilRecv(t, held, resilBound); res.err != nil || res.status != http.StatusOK {
 		t.Fatalf("held call: %v, want 200", res)
 	}

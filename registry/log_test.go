@@ -17,6 +17,7 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 // logTestBuffer is a bytes.Buffer safe for the concurrent writes of a
@@ -75,14 +76,14 @@ func logTestGet(t *testing.T, c *Client, path string) (int, error) {
 // with every field, one per call refused before any attempt, the breaker
 // transition at Warn, and never the BASE_URL's userinfo or token.
 func TestLoggerScriptedSequence(t *testing.T) {
-	flaky := testutil.NewScriptHandler(testutil.FailN(1, http.StatusServiceUnavailable)...)
-	gate := testutil.NewGate(testutil.Resp{Body: "late"})
+	flaky := outboundtest.NewScript(testutil.FailN(1, http.StatusServiceUnavailable)...)
+	gate := outboundtest.NewHang(outboundtest.Reply{Body: "late"})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/base/ok", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux.Handle("/base/flaky", flaky)
 	mux.Handle("/base/gate", gate)
 	mux.HandleFunc("/base/down", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
-	srv := testutil.NewServer(t, mux)
+	srv := outboundtest.NewUpstream(t, mux)
 
 	const user, pass, token = "alice", "s3cr3tpw", "t0ps3cr3tt0k"
 	t.Setenv("OUTBOUND_SYSTEMS", "inv")
@@ -125,13 +126,13 @@ func TestLoggerScriptedSequence(t *testing.T) {
 		}
 		parked <- err
 	}()
-	if err := gate.WaitParked(ctx, 1); err != nil {
+	if err := gate.WaitFor(ctx, 1); err != nil {
 		t.Fatalf("gate: %v", err)
 	}
 	if _, err := logTestGet(t, c, "/ok"); !errors.Is(err, bulkhead.ErrFull) {
 		t.Fatalf("with the permit held: got %v, want bulkhead.ErrFull", err)
 	}
-	gate.Open()
+	gate.Release()
 	if err := <-parked; err != nil {
 		t.Fatalf("gated call: %v", err)
 	}

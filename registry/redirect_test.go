@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 // redirSeen is one request a redirServer received.
@@ -35,7 +35,7 @@ type redirSeen struct {
 //
 // and records every request.
 type redirServer struct {
-	*testutil.Server
+	*outboundtest.Upstream
 	name string
 	mu   sync.Mutex
 	seen []redirSeen
@@ -44,7 +44,7 @@ type redirServer struct {
 func redirNewServer(t *testing.T, name string) *redirServer {
 	t.Helper()
 	s := &redirServer{name: name}
-	s.Server = testutil.NewServer(t, http.HandlerFunc(s.serve))
+	s.Upstream = outboundtest.NewUpstream(t, http.HandlerFunc(s.serve))
 	return s
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 // tbrFast are settings that keep retry tests short: local timeouts and a
@@ -63,7 +64,7 @@ func TestRetryTemporaryStatusThenSuccess(t *testing.T) {
 func TestRetryNotOnClientErrors(t *testing.T) {
 	for _, code := range []int{http.StatusBadRequest, http.StatusNotFound} {
 		t.Run(http.StatusText(code), func(t *testing.T) {
-			srv := testutil.Script(t, testutil.Resp{Status: code, Body: "no"}, testutil.Resp{Body: "ok"})
+			srv := testutil.Script(t, outboundtest.Reply{Status: code, Body: "no"}, outboundtest.Reply{Body: "ok"})
 			c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 			resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
 			if err != nil {
@@ -82,7 +83,7 @@ func TestRetryNotOnClientErrors(t *testing.T) {
 // When retries run out on a temporary status, the caller gets the last
 // response, body intact, as http.Client would.
 func TestRetryExhaustedReturnsLastResponse(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable, Body: "try later"})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "try later"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
 	if err != nil {
@@ -102,8 +103,8 @@ func TestRetryExhaustedReturnsLastResponse(t *testing.T) {
 // A Retry-After longer than the caller has left ends the call at once with
 // the status and the deadline both visible.
 func TestRetryAfterPastDeadline(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusTooManyRequests, Header: testutil.RetryAfterSeconds(1)},
-		testutil.Resp{Body: "ok"})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusTooManyRequests, Header: outboundtest.RetryAfterSeconds(1)},
+		outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
@@ -134,8 +135,8 @@ func TestRetryAfterPastDeadline(t *testing.T) {
 func TestRetryAfterDateHonoured(t *testing.T) {
 	// The date has whole seconds: the wait is between 1s and 2s.
 	srv := testutil.Script(t,
-		testutil.Resp{Status: http.StatusTooManyRequests, Header: testutil.RetryAfterDate(time.Now().Add(2 * time.Second))},
-		testutil.Resp{Body: "ok"})
+		outboundtest.Reply{Status: http.StatusTooManyRequests, Header: outboundtest.RetryAfterDate(time.Now().Add(2 * time.Second))},
+		outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	resp, elapsed, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
 	if err != nil {
@@ -156,8 +157,8 @@ func TestRetryAfterDateHonoured(t *testing.T) {
 // A Retry-After above RETRY_AFTER_MAX is not waited for: the caller gets
 // the 429 at once.
 func TestRetryAfterAboveMax(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusTooManyRequests, Header: testutil.RetryAfterSeconds(5), Body: "slow down"},
-		testutil.Resp{Body: "ok"})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusTooManyRequests, Header: outboundtest.RetryAfterSeconds(5), Body: "slow down"},
+		outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2", "RETRY_AFTER_MAX", "1s"))
 	resp, elapsed, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
 	if err != nil {
@@ -246,9 +247,9 @@ func TestRetryPOST(t *testing.T) {
 // for GET, each on a new connection.
 func TestRetryTransportErrors(t *testing.T) {
 	srv := testutil.Script(t,
-		testutil.Resp{Handler: testutil.Reset()},
-		testutil.Resp{Handler: testutil.Reset()},
-		testutil.Resp{Body: "ok"})
+		outboundtest.Reply{Handler: outboundtest.Reset()},
+		outboundtest.Reply{Handler: outboundtest.Reset()},
+		outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
 	if err != nil {
@@ -289,7 +290,7 @@ func (o *tbrObserver) ObserveBreaker(string, observe.BreakerState, observe.Break
 // A caller that cancels while the call waits to retry gets its
 // cancellation back at once; no further attempt is sent.
 func TestRetryCanceledDuringWait(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable, Header: testutil.RetryAfterSeconds(3)})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Header: outboundtest.RetryAfterSeconds(3)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stop func() bool
@@ -328,7 +329,7 @@ func TestRetryCanceledDuringWait(t *testing.T) {
 // A 503 with a 64 KiB body is drained before the retry, so the retry
 // reuses the connection.
 func TestRetryReusesConnection(t *testing.T) {
-	srv := testutil.Script(t, testutil.LargeBody(http.StatusServiceUnavailable, testutil.LargeBodySize), testutil.Resp{Body: "ok"})
+	srv := testutil.Script(t, testutil.LargeBody(http.StatusServiceUnavailable, testutil.LargeBodySize), outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
 	if err != nil {

@@ -16,8 +16,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 // rbEnv are the settings of the budget tests: 3 retries, the baseline
@@ -88,7 +88,7 @@ func rbRun(t *testing.T, c *Client, n, workers int) (map[int]int, time.Duration)
 // calls*(1+ratio) + floor*elapsed + bucket.
 func TestRetryBudgetCapsStorm(t *testing.T) {
 	const calls, workers = 1000, 20
-	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	c := rbClient(t, srv.URL)
@@ -132,7 +132,7 @@ func TestRetryBudgetHealthyNeverDenies(t *testing.T) {
 	// 200 whatever the interleaving (a shared counter could hand one call
 	// a failing slot on every attempt).
 	var seen sync.Map
-	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var id int
 		_, _ = fmt.Sscanf(r.URL.Path, "/call/%d", &id)
 		if _, again := seen.LoadOrStore(r.URL.Path, true); !again && id%20 == 0 {

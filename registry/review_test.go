@@ -16,6 +16,7 @@ import (
 
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -45,7 +46,7 @@ func TestReviewDoErrorRedactsURL(t *testing.T) {
 // A request net/http refuses before any I/O (an invalid header value) is
 // the caller's bug: it is not retried and does not open the breaker.
 func TestReviewBadRequestDoesNotOpenBreaker(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Body: "ok"})
+	srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
 	r := resilRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":         "inv",
 		"INV_BASE_URL":             srv.URL,
@@ -62,7 +63,7 @@ func TestReviewBadRequestDoesNotOpenBreaker(t *testing.T) {
 		_, err := c.Do(req)
 		cancel()
 		if e := resilAsError(t, err); e.Op != observe.OpRequest || e.Attempts != 1 {
-			t.Fatalf("observe.Op %q after %d attempts (%v), want request after 1", e.Op, e.Attempts, err)
+			t.Fatalf("Op %q after %d attempts (%v), want request after 1", e.Op, e.Attempts, err)
 		}
 	}
 	if st := c.Status(); st.Breaker != observe.BreakerClosed || st.BreakerCounts.Failures != 0 || st.Retries != 0 {
@@ -77,7 +78,7 @@ func TestReviewBadRequestDoesNotOpenBreaker(t *testing.T) {
 // upstream hangs: the attempts the budgets cut are attempt timeouts, and
 // the breaker opens, so later calls fail fast instead of each waiting.
 func TestBreakerOpensWhenBudgetsCutAHungUpstream(t *testing.T) {
-	srv := testutil.NewServer(t, testutil.SlowHeaders())
+	srv := outboundtest.NewUpstream(t, outboundtest.NewHang(nil))
 	r := resilRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":          "inv",
 		"INV_BASE_URL":              srv.URL,
@@ -90,7 +91,7 @@ func TestBreakerOpensWhenBudgetsCutAHungUpstream(t *testing.T) {
 	for i := range 3 {
 		res := resilGet(c, "/hang", 400*time.Millisecond) // 300ms after the reserve
 		if e := resilAsError(t, res.err); e.Op != observe.OpBudgetTimeout {
-			t.Fatalf("call %d: observe.Op %q (%v), want budget timeout", i+1, e.Op, res.err)
+			t.Fatalf("call %d: Op %q (%v), want budget timeout", i+1, e.Op, res.err)
 		}
 	}
 	if st := c.Status(); st.Breaker != observe.BreakerOpen {
@@ -104,7 +105,7 @@ func TestBreakerOpensWhenBudgetsCutAHungUpstream(t *testing.T) {
 
 // A small body closed unread is drained, so its connection is reused.
 func TestReviewSmallBodyClosedUnreadReusesConnection(t *testing.T) {
-	srv := testutil.NewServer(t, testutil.NewScriptHandler(testutil.Resp{Body: strings.Repeat("x", 2048)}))
+	srv := outboundtest.NewUpstream(t, outboundtest.NewScript(outboundtest.Reply{Body: strings.Repeat("x", 2048)}))
 	r := resilRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL})
 	defer r.Close()
 	c := r.MustClient("inv")
@@ -127,7 +128,7 @@ func TestReviewSmallBodyClosedUnreadReusesConnection(t *testing.T) {
 // A response without a body (204, HEAD) gives its permit back at once,
 // even if the caller never closes it.
 func TestReviewNoBodyReleasesPermit(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusNoContent})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusNoContent})
 	r := resilRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL, "INV_MAX_CONCURRENT": "1",
 	})
@@ -150,7 +151,7 @@ func TestReviewNoBodyReleasesPermit(t *testing.T) {
 
 // HTTPClient() sends BASE_URL's userinfo as Basic auth, as Do does.
 func TestReviewHTTPClientBasicAuthFromBaseURL(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Body: "ok"})
+	srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
 	r := resilRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "inv",
 		"INV_BASE_URL":     strings.Replace(srv.URL, "http://", "http://alice:s3cret@", 1),
@@ -184,9 +185,9 @@ func TestReviewHTTPClientBasicAuthFromBaseURL(t *testing.T) {
 // permit ends within CALL_TIMEOUT of its start, not the wait plus it.
 func TestReviewBulkheadWaitInsideCallTimeout(t *testing.T) {
 	mux := http.NewServeMux()
-	mux.Handle("/hold", testutil.Trickle(time.Hour)) // headers, then a body that never ends
-	mux.Handle("/hang", testutil.SlowHeaders())
-	srv := testutil.NewServer(t, mux)
+	mux.Handle("/hold", outboundtest.Trickle(time.Hour)) // headers, then a body that never ends
+	mux.Handle("/hang", outboundtest.NewHang(nil))
+	srv := outboundtest.NewUpstream(t, mux)
 	r := resilRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL,
 		"INV_MAX_CONCURRENT": "1", "INV_BULKHEAD_MAX_WAIT": "3s", "INV_RETRIES": "0",
@@ -213,7 +214,7 @@ func TestReviewBulkheadWaitInsideCallTimeout(t *testing.T) {
 	res := resilGet(c, "/hang", resilBound)
 	e := resilAsError(t, res.err)
 	if e.Op != observe.OpCallTimeout || res.took > 3600*time.Millisecond {
-		t.Fatalf("second call: observe.Op %q after %v (%v); want call timeout within CALL_TIMEOUT 3.1s of its start", e.Op, res.took, res.err)
+		t.Fatalf("second call: Op %q after %v (%v); want call timeout within CALL_TIMEOUT 3.1s of its start", e.Op, res.took, res.err)
 	}
 }
 
@@ -221,7 +222,7 @@ func TestReviewBulkheadWaitInsideCallTimeout(t *testing.T) {
 // default every attempt, first and retried, carries one.
 func TestOmitTimeBudget(t *testing.T) {
 	for _, omit := range []bool{false, true} {
-		srv := testutil.Script(t, testutil.Resp{Status: 503}, testutil.Resp{Body: "ok"})
+		srv := testutil.Script(t, outboundtest.Reply{Status: 503}, outboundtest.Reply{Body: "ok"})
 		env := map[string]string{
 			"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL,
 			"INV_BACKOFF_BASE": "1ms", "INV_BACKOFF_MAX": "1ms",
@@ -250,7 +251,7 @@ func TestOmitTimeBudget(t *testing.T) {
 // A relative path whose ".." would climb above BASE_URL's path is refused
 // before any I/O; ".." that stays inside is sent.
 func TestReviewPathEscapingBaseRefused(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Body: "ok"})
+	srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
 	r := resilRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL + "/v1"})
 	defer r.Close()
 	c := r.MustClient("inv")
@@ -310,11 +311,11 @@ func TestReviewNoBodyReleasesPermitHTTP2(t *testing.T) {
 // upstream that stalls mid-body must not hold the caller's Close until
 // CALL_TIMEOUT.
 func TestReviewCloseDoesNotWaitForAStalledBody(t *testing.T) {
-	srv := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "100000")
 		_, _ = io.WriteString(w, "0123456789")
 		w.(http.Flusher).Flush()
-		testutil.Wait(r, time.Hour) // stalls until the client goes away
+		outboundtest.Wait(r, time.Hour) // stalls until the client goes away
 	}))
 	r := resilRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL, "INV_CALL_TIMEOUT": "15s"})
 	defer r.Close()

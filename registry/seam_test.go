@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 // fakeCircuit stands in for a fleet-shared breaker state: it refuses
@@ -43,7 +44,7 @@ func (f *fakeCircuit) Counts() gobreaker.Counts { return gobreaker.Counts{} }
 // the caller as the local breaker's would, with no I/O when it refuses,
 // and a refusal mid-call (between retries) stops the retries.
 func TestIssue11BreakerSeam(t *testing.T) {
-	srv := testutil.Script(t, testutil.Resp{Status: http.StatusServiceUnavailable}, testutil.Resp{Body: "ok"})
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable}, outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	f := &fakeCircuit{}
 	c.cb = f

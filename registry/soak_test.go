@@ -35,6 +35,7 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 var soakFor = flag.Duration("soak", 0, "run TestSoak for this long (e.g. -soak=20s); 0 skips it")
@@ -75,7 +76,7 @@ func (u *soakUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.served[m].Add(1)
 	switch m {
 	case soakHealthy:
-		if !testutil.Wait(r, time.Duration(rand.N(2000))*time.Microsecond) {
+		if !outboundtest.Wait(r, time.Duration(rand.N(2000))*time.Microsecond) {
 			return
 		}
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -86,9 +87,9 @@ func (u *soakUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Read the body first: net/http notices a client that went away
 		// (and cancels r.Context) only once the body is consumed.
 		_, _ = io.Copy(io.Discard, r.Body)
-		testutil.SlowHeaders().ServeHTTP(w, r)
+		outboundtest.NewHang(nil).ServeHTTP(w, r)
 	case soakReset:
-		testutil.Reset().ServeHTTP(w, r)
+		outboundtest.Reset().ServeHTTP(w, r)
 	}
 }
 
@@ -130,9 +131,9 @@ func TestSoak(t *testing.T) {
 	d := *soakFor
 	start := time.Now()
 	ups := [3]*soakUpstream{{start: start, offset: 0}, {start: start, offset: 1}, {start: start, offset: 2}}
-	srvA := testutil.NewServer(t, ups[0])
-	srvB := testutil.NewServer(t, ups[1])
-	srvC := testutil.NewTLSServer(t, ups[2])
+	srvA := outboundtest.NewUpstream(t, ups[0])
+	srvB := outboundtest.NewUpstream(t, ups[1])
+	srvC := outboundtest.NewTLSUpstream(t, ups[2])
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvC.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)

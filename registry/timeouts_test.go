@@ -12,6 +12,7 @@ import (
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 // The helpers of timeouts_test.go, budget_test.go and retry_test.go carry
@@ -71,7 +72,7 @@ func tbrCtx(t *testing.T, d time.Duration) context.Context {
 func tbrError(t *testing.T, err error, op observe.Op) *Error {
 	t.Helper()
 	if err == nil {
-		t.Fatalf("got no error, want one with observe.Op %q", op)
+		t.Fatalf("got no error, want one with Op %q", op)
 	}
 	var e *Error
 	if !errors.As(err, &e) {
@@ -93,7 +94,7 @@ func tbrTimeout(t *testing.T, err error, op observe.Op, attempts int) *Error {
 	t.Helper()
 	e := tbrError(t, err, op)
 	if !e.Timeout() {
-		t.Errorf("Error.Timeout() = false for observe.Op %q", op)
+		t.Errorf("Error.Timeout() = false for Op %q", op)
 	}
 	var ne interface{ Timeout() bool }
 	if !errors.As(err, &ne) || !ne.Timeout() {
@@ -137,7 +138,7 @@ func TestTimeoutTLSHandshake(t *testing.T) {
 }
 
 func TestTimeoutRead(t *testing.T) {
-	srv := testutil.NewServer(t, testutil.SlowHeaders())
+	srv := outboundtest.NewUpstream(t, outboundtest.NewHang(nil))
 	c := tbrClient(t, srv.URL, map[string]string{
 		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "300ms", "READ_TIMEOUT": "300ms", "CALL_TIMEOUT": "2s", "RETRIES": "0",
 	})
@@ -156,7 +157,7 @@ func TestTimeoutRead(t *testing.T) {
 // (response header) timeouts: only CALL_TIMEOUT can end it, and it does,
 // even though Do itself returned long before.
 func TestTimeoutCallEndsBodyRead(t *testing.T) {
-	srv := testutil.NewServer(t, testutil.Trickle(900*time.Millisecond))
+	srv := outboundtest.NewUpstream(t, outboundtest.Trickle(900*time.Millisecond))
 	c := tbrClient(t, srv.URL, map[string]string{
 		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "500ms", "READ_TIMEOUT": "500ms", "CALL_TIMEOUT": "2s",
 	})
@@ -185,7 +186,7 @@ func TestTimeoutCallEndsBodyRead(t *testing.T) {
 	}
 	var re *Error
 	if !errors.As(err, &re) || re.Op != observe.OpCallTimeout || re.System == "" || !re.Timeout() {
-		t.Errorf("body read error %v: want an *Error with observe.Op %q naming the system", err, observe.OpCallTimeout)
+		t.Errorf("body read error %v: want an *Error with Op %q naming the system", err, observe.OpCallTimeout)
 	}
 	if len(b) == 0 || strings.Trim(string(b), "x") != "" {
 		t.Errorf("read %q, want some trickled 'x' bytes", b)
@@ -198,7 +199,7 @@ func TestTimeoutCallEndsBodyRead(t *testing.T) {
 // An attempt cut by CALL_TIMEOUT ends the call: no retry follows it, even
 // with retries left, and the error names the call timeout.
 func TestTimeoutCallNotRetried(t *testing.T) {
-	srv := testutil.NewServer(t, testutil.SlowHeaders())
+	srv := outboundtest.NewUpstream(t, outboundtest.NewHang(nil))
 	// Attempts end on the read timeout at ~0.6s and ~1.2s; the third
 	// is cut by CALL_TIMEOUT at 1.7s, ~0.1s before its own read timeout.
 	c := tbrClient(t, srv.URL, map[string]string{
@@ -225,7 +226,7 @@ func TestTimeoutCallNotRetried(t *testing.T) {
 // Read timeouts of an idempotent GET are retried while the call's deadline
 // allows: RETRIES=2 means three requests at the server.
 func TestTimeoutReadRetried(t *testing.T) {
-	srv := testutil.NewServer(t, testutil.SlowHeaders())
+	srv := outboundtest.NewUpstream(t, outboundtest.NewHang(nil))
 	c := tbrClient(t, srv.URL, map[string]string{
 		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "300ms", "READ_TIMEOUT": "300ms", "CALL_TIMEOUT": "3s",
 		"RETRIES": "2", "BACKOFF_BASE": "10ms", "BACKOFF_MAX": "20ms",

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
 	"github.com/outbound-go/outbound/statuspage"
 )
@@ -24,7 +24,7 @@ import (
 // userinfo and a token, which must never reach the page.
 func newRegistry(t *testing.T) (*registry.Registry, *statuspage.Recorder) {
 	t.Helper()
-	up := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/down") {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return

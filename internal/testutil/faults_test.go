@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 // Fault handlers, listeners and cleanup behaviour. Every check is on the
@@ -79,7 +80,7 @@ func TestCheckFDs(t *testing.T) {
 	}
 	t.Run("inner", func(t *testing.T) {
 		c, _ := newClient(t)
-		srv := testutil.Script(t, testutil.Resp{Body: "ok"})
+		srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
 		get(t, c, srv.URL)
 		testutil.Blackhole(t)
 		testutil.RefusedAddr(t)

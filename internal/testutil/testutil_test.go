@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/outboundtest"
 )
 
 func TestMain(m *testing.M) {
@@ -85,9 +86,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func TestScriptAnswersInOrderAndRecords(t *testing.T) {
 	c, _ := newClient(t)
 	srv := testutil.Script(t,
-		testutil.Resp{Status: 503},
-		testutil.Resp{Status: 503, Header: http.Header{"X-Attempt": {"2"}}},
-		testutil.Resp{Status: 200, Body: "ok"})
+		outboundtest.Reply{Status: 503},
+		outboundtest.Reply{Status: 503, Header: http.Header{"X-Attempt": {"2"}}},
+		outboundtest.Reply{Status: 200, Body: "ok"})
 
 	var got []int
 	for i := range 4 {
@@ -119,8 +120,8 @@ func TestScriptAnswersInOrderAndRecords(t *testing.T) {
 
 func TestScriptThreeStepsHitsThree(t *testing.T) {
 	c, _ := newClient(t)
-	srv := testutil.Script(t, testutil.Resp{Status: 503}, testutil.Resp{Status: 503},
-		testutil.Resp{Status: 200, Body: "ok"})
+	srv := testutil.Script(t, outboundtest.Reply{Status: 503}, outboundtest.Reply{Status: 503},
+		outboundtest.Reply{Status: 200, Body: "ok"})
 	var got []int
 	for range 3 {
 		got = append(got, get(t, c, srv.URL).status)
@@ -144,7 +145,7 @@ func TestFailN(t *testing.T) {
 
 func TestScriptStepHandler(t *testing.T) {
 	c, _ := newClient(t)
-	srv := testutil.Script(t, testutil.Resp{Handler: testutil.Reset()}, testutil.Resp{Body: "ok"})
+	srv := testutil.Script(t, outboundtest.Reply{Handler: outboundtest.Reset()}, outboundtest.Reply{Body: "ok"})
 	if _, err := do(c, http.MethodGet, srv.URL, "", callTimeout); !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("first request: err = %v, want connection reset", err)
 	}
@@ -156,8 +157,8 @@ func TestScriptStepHandler(t *testing.T) {
 func TestConnCounterConcurrent(t *testing.T) {
 	const n = 5
 	c, _ := newClient(t)
-	gate := testutil.NewGate(testutil.Resp{Body: "ok"})
-	srv := testutil.NewServer(t, gate)
+	gate := outboundtest.NewHang(outboundtest.Reply{Body: "ok"})
+	srv := outboundtest.NewUpstream(t, gate)
 
 	errs := make(chan error, n)
 	for range n {
@@ -169,21 +170,21 @@ func TestConnCounterConcurrent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	// All n requests in flight at once force n separate connections.
-	if err := gate.WaitParked(ctx, n); err != nil {
-		t.Fatalf("waiting for %d parked requests: %v (parked %d)", n, err, gate.Parked())
+	if err := gate.WaitFor(ctx, n); err != nil {
+		t.Fatalf("waiting for %d parked requests: %v (parked %d)", n, err, gate.Waiting())
 	}
-	if srv.Active() != n {
-		t.Errorf("Active() = %d while parked, want %d", srv.Active(), n)
+	if srv.InFlight() != n {
+		t.Errorf("Active() = %d while parked, want %d", srv.InFlight(), n)
 	}
-	gate.Open()
+	gate.Release()
 	for range n {
 		if err := <-errs; err != nil {
 			t.Errorf("request: %v", err)
 		}
 	}
-	if srv.Conns() != n || srv.MaxActive() != n || srv.Requests() != n {
+	if srv.Conns() != n || srv.MaxInFlight() != n || srv.Requests() != n {
 		t.Fatalf("Conns=%d MaxActive=%d Requests=%d, want %d each",
-			srv.Conns(), srv.MaxActive(), srv.Requests(), n)
+			srv.Conns(), srv.MaxInFlight(), srv.Requests(), n)
 	}
 }
 

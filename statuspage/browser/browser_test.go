@@ -19,8 +19,8 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
-	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
 	"github.com/outbound-go/outbound/statuspage"
 )
@@ -60,7 +60,7 @@ func TestBrowserLiveUpdate(t *testing.T) {
 	// Upstreams: inventory fails on demand, payments is healthy, and
 	// shipping holds 3 of its 4 permits at a gate.
 	var failing atomic.Bool
-	up := testutil.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if failing.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -68,8 +68,8 @@ func TestBrowserLiveUpdate(t *testing.T) {
 		time.Sleep(2 * time.Millisecond)
 		_, _ = io.WriteString(w, "ok")
 	}))
-	gate := testutil.NewGate(testutil.Resp{Body: "late"})
-	slow := testutil.NewServer(t, gate)
+	gate := outboundtest.NewHang(outboundtest.Reply{Body: "late"})
+	slow := outboundtest.NewUpstream(t, gate)
 
 	t.Setenv("OUTBOUND_SYSTEMS", "inventory,payments,shipping")
 	t.Setenv("INVENTORY_BASE_URL", up.URL+"/inventory")
@@ -101,13 +101,13 @@ func TestBrowserLiveUpdate(t *testing.T) {
 	}
 	var held sync.WaitGroup
 	defer held.Wait()
-	defer gate.Open()
+	defer gate.Release()
 	for range 3 {
 		held.Go(func() { call(t, ship, "/quote") })
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
-	if err := gate.WaitParked(wctx, 3); err != nil {
+	if err := gate.WaitFor(wctx, 3); err != nil {
 		t.Fatal(err)
 	}
 
