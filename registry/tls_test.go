@@ -368,107 +368,11 @@ func TestTLSClientCertRotation(t *testing.T) {
 	}
 }
 
-// TestCertSourceInterval: the files are looked at no more than every
-// interval, and an unreadable or broken pair keeps the last good one.
-func TestCertSourceInterval(t *testing.T) {
-	dir := t.TempDir()
-	ca := testutil.NewCA(t, "private CA")
-	cert1, key1 := ca.Issue(t, testutil.Leaf{CN: "gen-1", Serial: 1})
-	cert2, key2 := ca.Issue(t, testutil.Leaf{CN: "gen-2", Serial: 2})
-	certFile := testutil.WriteFile(t, dir, "c.pem", cert1)
-	keyFile := testutil.WriteFile(t, dir, "k.pem", key1)
-	s, err := newCertSource(certFile, keyFile, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial := func(c *tls.Certificate) int64 {
-		leaf, err := x509.ParseCertificate(c.Certificate[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return leaf.SerialNumber.Int64()
-	}
-	t0 := s.checked
-
-	testutil.ReplaceFile(t, dir, "c.pem", cert2)
-	testutil.ReplaceFile(t, dir, "k.pem", key2)
-	if got := serial(s.current(t0.Add(59 * time.Minute))); got != 1 {
-		t.Errorf("within the interval: serial %d, want 1 (no look at the files)", got)
-	}
-	if got := serial(s.current(t0.Add(61 * time.Minute))); got != 2 {
-		t.Errorf("after the interval: serial %d, want 2", got)
-	}
-
-	// Garbage, then a missing key: the last good pair stays.
-	testutil.ReplaceFile(t, dir, "c.pem", []byte("garbage"))
-	if got := serial(s.current(t0.Add(3 * time.Hour))); got != 2 {
-		t.Errorf("garbage certificate: serial %d, want 2", got)
-	}
-	if err := os.Remove(keyFile); err != nil {
-		t.Fatal(err)
-	}
-	if got := serial(s.current(t0.Add(5 * time.Hour))); got != 2 {
-		t.Errorf("missing key: serial %d, want 2", got)
-	}
-	if _, lastErr := s.status(); lastErr == nil || !strings.Contains(lastErr.Error(), "TLS_") {
-		t.Errorf("last error %v, want one naming the variable", lastErr)
-	}
-
-	// Files back: the next look after the interval loads them.
-	testutil.ReplaceFile(t, dir, "c.pem", cert1)
-	testutil.ReplaceFile(t, dir, "k.pem", key1)
-	if got := serial(s.current(t0.Add(7 * time.Hour))); got != 1 {
-		t.Errorf("files back: serial %d, want 1", got)
-	}
-}
-
 // TestNewRefusesUnvalidatedSettings: a config.Loaded built by hand (zero
 // timeouts would mean no timeouts) never becomes a client.
 func TestNewRefusesUnvalidatedSettings(t *testing.T) {
 	_, err := New([]config.Loaded{{Name: "payments", Prefix: "PAYMENTS", Client: config.Client{BaseURL: "https://p"}}})
 	if err == nil || !strings.Contains(err.Error(), "config.Load") {
 		t.Errorf("New with hand-built settings: err = %v, want a refusal pointing at config.Load", err)
-	}
-}
-
-// TestTLSNewReportsUnreadableFiles: building the TLS settings names the
-// variable of a file it cannot use (the files may change between
-// config.Load, which checked them, and New).
-func TestTLSNewReportsUnreadableFiles(t *testing.T) {
-	dir := t.TempDir()
-	c := config.Baseline()
-	c.BaseURL = "https://payments.internal"
-	c.TLSCAFile = filepath.Join(dir, "missing-ca.pem")
-	_, err := newTLSConfig(config.Loaded{Name: "payments", Prefix: "PAYMENTS", Client: c})
-	if err == nil || !strings.Contains(err.Error(), "TLS_CA_FILE") {
-		t.Errorf("missing CA file: err = %v, want one naming TLS_CA_FILE", err)
-	}
-	c.TLSCAFile = ""
-	c.TLSCertFile = testutil.WriteFile(t, dir, "c.pem", []byte("not a certificate"))
-	c.TLSKeyFile = testutil.WriteFile(t, dir, "k.pem", []byte("not a key"))
-	_, err = newTLSConfig(config.Loaded{Name: "payments", Prefix: "PAYMENTS", Client: c})
-	if err == nil || !strings.Contains(err.Error(), "TLS_CERT_FILE") {
-		t.Errorf("bad pair: err = %v, want one naming TLS_CERT_FILE", err)
-	}
-}
-
-// TestTLSNeverSkipsVerification: no source file of the package turns
-// certificate verification off.
-func TestTLSNeverSkipsVerification(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(string(b), "InsecureSkipVerify") {
-			t.Errorf("%s mentions InsecureSkipVerify", f)
-		}
 	}
 }
