@@ -11,7 +11,7 @@
 //
 // Metrics, all labelled by system:
 //
-//	outbound_calls_total{system,outcome}              counter   calls, by how they ended (ok, gave_up, breaker_open, bulkhead_full, budget_spent, retry_budget_spent, canceled)
+//	outbound_calls_total{system,outcome}              counter   calls, by how they ended (ok, gave_up, breaker_open, bulkhead_full, budget_spent, retry_throttled, canceled)
 //	outbound_attempts_total{system,outcome}           counter   attempts, by how they ended (ok, retry, gave_up = failed and last, breaker_open = refused, canceled, hedge_lost)
 //	outbound_retries_total{system}                    counter   retries sent to the upstream (attempts after the first)
 //	outbound_call_duration_seconds{system}            histogram calls that sent at least one attempt, entry to response headers

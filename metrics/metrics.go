@@ -100,7 +100,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	m := &Metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbound_calls_total",
-			Help: "Outbound calls by how they ended: ok, gave_up, breaker_open, bulkhead_full, budget_spent, retry_budget_spent, canceled.",
+			Help: "Outbound calls by how they ended: ok, gave_up, breaker_open, bulkhead_full, budget_spent, retry_throttled, canceled.",
 		}, []string{"system", "outcome"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbound_attempts_total",

@@ -136,7 +136,7 @@ func TestScriptedSequence(t *testing.T) {
 	}
 
 	const want = `
-# HELP outbound_calls_total Outbound calls by how they ended: ok, gave_up, breaker_open, bulkhead_full, budget_spent, retry_budget_spent, canceled.
+# HELP outbound_calls_total Outbound calls by how they ended: ok, gave_up, breaker_open, bulkhead_full, budget_spent, retry_throttled, canceled.
 # TYPE outbound_calls_total counter
 outbound_calls_total{outcome="breaker_open",system="inv"} 1
 outbound_calls_total{outcome="breaker_open",system="pay"} 0
@@ -150,8 +150,8 @@ outbound_calls_total{outcome="gave_up",system="inv"} 1
 outbound_calls_total{outcome="gave_up",system="pay"} 0
 outbound_calls_total{outcome="ok",system="inv"} 3
 outbound_calls_total{outcome="ok",system="pay"} 0
-outbound_calls_total{outcome="retry_budget_spent",system="inv"} 0
-outbound_calls_total{outcome="retry_budget_spent",system="pay"} 0
+outbound_calls_total{outcome="retry_throttled",system="inv"} 0
+outbound_calls_total{outcome="retry_throttled",system="pay"} 0
 # HELP outbound_attempts_total Outbound attempts by how they ended: ok, retry (failed, another attempt may follow), gave_up (failed, the last one), breaker_open (refused, no I/O), canceled.
 # TYPE outbound_attempts_total counter
 outbound_attempts_total{outcome="breaker_open",system="inv"} 0
@@ -320,7 +320,7 @@ func TestUnexpectedOutcome(t *testing.T) {
 	m := metrics.New(nil)
 	m.ObserveCall(observe.CallEvent{System: "inv", Outcome: observe.OutcomeRetry})
 	m.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1, Outcome: observe.Outcome(200)})
-	m.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1, Outcome: observe.OutcomeRetryBudget})
+	m.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1, Outcome: observe.OutcomeRetryThrottled})
 	const want = `
 # HELP outbound_attempts_total Outbound attempts by how they ended: ok, retry (failed, another attempt may follow), gave_up (failed, the last one), breaker_open (refused, no I/O), canceled.
 # TYPE outbound_attempts_total counter
@@ -333,7 +333,7 @@ outbound_attempts_total{outcome="hedge_lost",system="inv"} 0
 outbound_attempts_total{outcome="ok",system="inv"} 0
 outbound_attempts_total{outcome="rate_limited",system="inv"} 0
 outbound_attempts_total{outcome="retry",system="inv"} 0
-outbound_attempts_total{outcome="retry_budget_spent",system="inv"} 1
+outbound_attempts_total{outcome="retry_throttled",system="inv"} 1
 outbound_attempts_total{outcome="unknown",system="inv"} 1
 `
 	if err := promtest.CollectAndCompare(m, strings.NewReader(want), "outbound_attempts_total"); err != nil {

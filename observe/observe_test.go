@@ -100,7 +100,7 @@ func TestOutcomesApplyToCallsOrAttempts(t *testing.T) {
 			t.Errorf("%s is listed for calls", o)
 		}
 	}
-	for _, o := range []Outcome{OutcomeBulkheadFull, OutcomeBudgetSpent, OutcomeRetryBudget} {
+	for _, o := range []Outcome{OutcomeBulkheadFull, OutcomeBudgetSpent, OutcomeRetryThrottled} {
 		if slices.Contains(attempts, o) {
 			t.Errorf("%s is listed for attempts", o)
 		}

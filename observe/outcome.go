@@ -18,14 +18,14 @@ const (
 	// OutcomeGaveUp is a failure no attempt follows: retries ran out,
 	// were not allowed, or would pass the deadline.
 	OutcomeGaveUp
-	OutcomeBreakerOpen  // refused by the breaker, no I/O
-	OutcomeForcedOpen   // refused by a breaker an operator forced open, no I/O
-	OutcomeBulkheadFull // refused by the bulkhead, no I/O
-	OutcomeBudgetSpent  // the caller's budget was spent before any I/O
-	OutcomeRateLimited  // refused by the rate limit, no I/O
-	OutcomeRetryBudget  // a retry was denied by the retry budget
-	OutcomeCanceled     // the caller cancelled
-	OutcomeHedgeLost    // an attempt cancelled because another copy of it answered first
+	OutcomeBreakerOpen    // refused by the breaker, no I/O
+	OutcomeForcedOpen     // refused by a breaker an operator forced open, no I/O
+	OutcomeBulkheadFull   // refused by the bulkhead, no I/O
+	OutcomeBudgetSpent    // the caller's budget was spent before any I/O
+	OutcomeRateLimited    // refused by the rate limit, no I/O
+	OutcomeRetryThrottled // a retry was denied by the retry throttle (RETRY_BUDGET_*)
+	OutcomeCanceled       // the caller cancelled
+	OutcomeHedgeLost      // an attempt cancelled because another copy of it answered first
 	numOutcomes
 )
 
@@ -37,18 +37,18 @@ type outcomeRow struct {
 }
 
 var outcomes = [numOutcomes]outcomeRow{
-	OutcomeOK:           {"ok", true, true, false},
-	OutcomeFailed:       {"failed", true, true, false},
-	OutcomeRetry:        {"retry", false, true, false},
-	OutcomeGaveUp:       {"gave_up", true, true, false},
-	OutcomeBreakerOpen:  {"breaker_open", true, true, true},
-	OutcomeForcedOpen:   {"forced_open", true, true, true},
-	OutcomeBulkheadFull: {"bulkhead_full", true, false, true},
-	OutcomeBudgetSpent:  {"budget_spent", true, false, true},
-	OutcomeRateLimited:  {"rate_limited", true, true, true},
-	OutcomeRetryBudget:  {"retry_budget_spent", true, false, false},
-	OutcomeCanceled:     {"canceled", true, true, false},
-	OutcomeHedgeLost:    {"hedge_lost", false, true, false},
+	OutcomeOK:             {"ok", true, true, false},
+	OutcomeFailed:         {"failed", true, true, false},
+	OutcomeRetry:          {"retry", false, true, false},
+	OutcomeGaveUp:         {"gave_up", true, true, false},
+	OutcomeBreakerOpen:    {"breaker_open", true, true, true},
+	OutcomeForcedOpen:     {"forced_open", true, true, true},
+	OutcomeBulkheadFull:   {"bulkhead_full", true, false, true},
+	OutcomeBudgetSpent:    {"budget_spent", true, false, true},
+	OutcomeRateLimited:    {"rate_limited", true, true, true},
+	OutcomeRetryThrottled: {"retry_throttled", true, false, false},
+	OutcomeCanceled:       {"canceled", true, true, false},
+	OutcomeHedgeLost:      {"hedge_lost", false, true, false},
 }
 
 // String is the outcome's label ("breaker_open").

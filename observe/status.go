@@ -27,17 +27,17 @@ type Status struct {
 	Capacity      int64         `json:"capacity"` // MAX_CONCURRENT: the ceiling of an adaptive limit
 	Limit         int64         `json:"limit"`    // the bulkhead's current limit: Capacity unless ADAPTIVE_CONCURRENCY
 
-	Calls             uint64 `json:"calls"`               // calls admitted by the bulkhead
-	OK                uint64 `json:"ok"`                  // calls answered with a response not retried
-	Retries           uint64 `json:"retries"`             // retries sent
-	GaveUp            uint64 `json:"gave_up"`             // calls that ended on a failure
-	BulkheadRejected  uint64 `json:"bulkhead_rejected"`   // calls refused by the bulkhead
-	BreakerRejected   uint64 `json:"breaker_rejected"`    // calls refused by the breaker
-	BudgetRejected    uint64 `json:"budget_rejected"`     // calls refused because the caller's budget was spent
-	BudgetCapped      uint64 `json:"budget_capped"`       // calls whose deadline came from the caller's budget
-	RetryBudgetDenied uint64 `json:"retry_budget_denied"` // retries refused by the retry budget
-	HedgesSent        uint64 `json:"hedges_sent"`         // extra copies sent by hedging (HEDGE_DELAY)
-	HedgesWon         uint64 `json:"hedges_won"`          // hedges whose answer the caller got
+	Calls            uint64 `json:"calls"`             // calls admitted by the bulkhead
+	OK               uint64 `json:"ok"`                // calls answered with a response not retried
+	Retries          uint64 `json:"retries"`           // retries sent
+	GaveUp           uint64 `json:"gave_up"`           // calls that ended on a failure
+	BulkheadRejected uint64 `json:"bulkhead_rejected"` // calls refused by the bulkhead
+	BreakerRejected  uint64 `json:"breaker_rejected"`  // calls refused by the breaker
+	BudgetRejected   uint64 `json:"budget_rejected"`   // calls refused because the caller's budget was spent
+	BudgetCapped     uint64 `json:"budget_capped"`     // calls whose deadline came from the caller's budget
+	RetriesThrottled uint64 `json:"retries_throttled"` // retries refused by the retry throttle (RETRY_BUDGET_*)
+	HedgesSent       uint64 `json:"hedges_sent"`       // extra copies sent by hedging (HEDGE_DELAY)
+	HedgesWon        uint64 `json:"hedges_won"`        // hedges whose answer the caller got
 
 	// Fleet is the sync state of a breaker shared by a fleet
 	// (BREAKER_SCOPE=fleet); nil at scope local.

@@ -10,11 +10,31 @@ import (
 	"github.com/outbound-go/outbound/observe"
 )
 
-// The adaptive bulkhead's glue (ADAPTIVE_CONCURRENCY): the bulkhead
-// stage builds it, call measures each call for it, and the observers
-// that care hear when its limit moves a lot.
+// adaptiveStage measures each call for an adaptive bulkhead
+// (ADAPTIVE_CONCURRENCY=true): its latency from admission to the
+// response headers (or the error), redirects and retries included, and
+// whether it failed as an overloaded upstream fails (a timeout, a
+// transport error, a temporary status). Calls that tell nothing of the
+// upstream's load are not recorded: the table of ops says which
+// (observe.Op.Load). It is in the chain only with an adaptive bulkhead.
+type adaptiveStage struct {
+	bh   *bulkhead.Bulkhead
+	next callStage
+}
 
-// newBulkhead is the bulkhead stage's construction: fixed at
+func (s *adaptiveStage) handle(cl *call) (*http.Response, error) {
+	start := time.Now()
+	resp, err := s.next.handle(cl)
+	switch e, _ := err.(*Error); {
+	case err == nil:
+		s.bh.Record(start, policy.TemporaryStatus(resp.StatusCode))
+	case e == nil || e.Op.Load():
+		s.bh.Record(start, true)
+	}
+	return resp, err
+}
+
+// newBulkhead builds the bulkhead stage's semaphore: fixed at
 // MAX_CONCURRENT, or adaptive between MIN_CONCURRENT and it.
 func (c *Client) newBulkhead(cfg config.Client) (*bulkhead.Bulkhead, error) {
 	ceiling := int64(cfg.MaxConcurrent)
@@ -41,37 +61,4 @@ func (c *Client) limitChanged(_, to int64) {
 			lo.ObserveLimit(ev)
 		}
 	}
-}
-
-// admitted starts the measure of a call for an adaptive bulkhead: the
-// time it was admitted, or zero (no clock read) for a fixed one.
-func (c *Client) admitted() time.Time {
-	if !c.bh.Adaptive() {
-		return time.Time{}
-	}
-	return time.Now()
-}
-
-// record gives an adaptive bulkhead the call's latency, from its
-// admission to the response headers (or the error), retries included,
-// and whether it failed as an overloaded upstream fails: a timeout, a
-// transport error, a temporary status (408, 429, 5xx). Calls that tell
-// nothing of the upstream's load are not recorded: the caller cancelled
-// or its own deadline passed, the breaker refused, the registry closed,
-// the request or the TLS configuration was wrong.
-func (c *Client) record(start time.Time, resp *http.Response, err error) {
-	failed := false
-	switch e, _ := err.(*Error); {
-	case err == nil:
-		failed = policy.TemporaryStatus(resp.StatusCode)
-	case e == nil:
-		failed = true
-	default:
-		switch e.Op {
-		case observe.OpCanceled, observe.OpBudgetTimeout, observe.OpBreaker, observe.OpClosed, observe.OpRequest, observe.OpTLS:
-			return
-		}
-		failed = true
-	}
-	c.bh.Record(start, failed)
 }

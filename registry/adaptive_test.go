@@ -269,7 +269,7 @@ func TestIssue15AdaptiveSettlesNearCapacity(t *testing.T) {
 	logs.mu.Lock()
 	defer logs.mu.Unlock()
 	t.Logf("log records of the limit: %s", logs.b.String())
-	if !strings.Contains(logs.b.String(), `msg="outbound concurrency limit changed" system=up from=64 `) {
+	if !strings.Contains(logs.b.String(), `msg="outbound concurrency limit changed" outbound.system=up outbound.limit.from=64 `) {
 		t.Errorf("no log record of the limit leaving 64")
 	}
 }

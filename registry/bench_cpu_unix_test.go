@@ -1,6 +1,6 @@
 //go:build unix
 
-package registry_test
+package registry
 
 import (
 	"syscall"

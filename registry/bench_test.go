@@ -1,4 +1,4 @@
-package registry_test
+package registry
 
 // Benchmarks of the call pipeline against a raw net/http client with the
 // same transport settings, of the fast-fail paths, of the lookup and of
@@ -27,8 +27,8 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
-	"github.com/outbound-go/outbound/registry"
 )
 
 // benchBody is the small body every benchmark server answers with.
@@ -43,14 +43,14 @@ func benchOK(w http.ResponseWriter, _ *http.Request) {
 // benchRegistry builds a registry of the one system "bench" whose
 // BASE_URL is baseURL, with extra settings given as suffix, value pairs
 // ("MAX_CONCURRENT", "64"). The registry is closed in b.Cleanup.
-func benchRegistry(b *testing.B, baseURL string, extra ...string) (*registry.Registry, *registry.Client) {
+func benchRegistry(b *testing.B, baseURL string, extra ...string) (*Registry, *Client) {
 	b.Helper()
 	b.Setenv(config.SystemsVar, "bench")
 	b.Setenv("BENCH_BASE_URL", baseURL)
 	for i := 0; i+1 < len(extra); i += 2 {
 		b.Setenv("BENCH_"+extra[i], extra[i+1])
 	}
-	r, err := registry.FromEnv()
+	r, err := FromEnv()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func BenchmarkCall(b *testing.B) {
 
 // benchReject runs c.Do(req) in a loop and checks that every call fails
 // with an error matching want.
-func benchReject(b *testing.B, c *registry.Client, req *http.Request, want error) {
+func benchReject(b *testing.B, c *Client, req *http.Request, want error) {
 	b.Helper()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -186,7 +186,7 @@ func BenchmarkRejectBreakerOpen(b *testing.B) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
 	}
-	benchReject(b, c, benchRequest(b, srv.URL), registry.ErrCircuitOpen)
+	benchReject(b, c, benchRequest(b, srv.URL), ErrCircuitOpen)
 	b.ReportMetric(float64(srv.Requests()), "requests")
 }
 
@@ -206,7 +206,7 @@ func BenchmarkRejectBreakerOpenHTTPClient(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		resp, err := hc.Do(req)
-		if err != nil || resp.Header.Get(registry.RefusedHeader) != registry.RefusedBreakerOpen {
+		if err != nil || resp.Header.Get(RefusedHeader) != observe.OpBreaker.Reason() {
 			b.Fatalf("got %v, %v; want the refusal", resp, err)
 		}
 		_ = resp.Body.Close()
@@ -274,7 +274,7 @@ func BenchmarkClientLookup(b *testing.B) {
 		b.Setenv(config.Prefix(names[i])+"_BASE_URL", "http://127.0.0.1:1")
 	}
 	b.Setenv(config.SystemsVar, strings.Join(names, ","))
-	r, err := registry.FromEnv()
+	r, err := FromEnv()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func BenchmarkFromEnv1000(b *testing.B) {
 	b.Setenv(config.SystemsVar, strings.Join(names, ","))
 	b.ReportAllocs()
 	for b.Loop() {
-		r, err := registry.FromEnv()
+		r, err := FromEnv()
 		if err != nil {
 			b.Fatal(err)
 		}

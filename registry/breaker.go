@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/policy"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/sony/gobreaker/v2"
@@ -57,20 +58,7 @@ type StateReporter interface {
 // function given to [Circuit.Execute] returned (and Execute passes on).
 // The system's own breaker counts with it; a Circuit standing in for it
 // counts with it too, so that both agree. Judge does not allocate.
-func Judge(err error) observe.Verdict {
-	switch {
-	case err == nil:
-		return observe.VerdictSuccess
-	case err == errFailedStatus:
-		return observe.VerdictFailure
-	}
-	// send returns attemptError unwrapped; a type assertion costs no
-	// allocation on every attempt, unlike errors.As.
-	if ae, ok := err.(*attemptError); ok && !ae.excluded {
-		return observe.VerdictFailure
-	}
-	return observe.VerdictExcluded
-}
+func Judge(err error) observe.Verdict { return breaker.Judge(err) }
 
 // WithFleetCircuit installs the breaker of a fleet: wrap is called once
 // per system whose BREAKER_SCOPE is fleet, while the registry is built,
@@ -96,91 +84,42 @@ func (o *options) fleetCircuit(l config.Loaded, local Circuit) (Circuit, error) 
 	return cb, err
 }
 
-// pass is the breaker stage of attempt n: the circuit lets it through to
-// the send stage, or refuses it with no I/O (op observe.OpBreaker). The circuit
-// counts transport errors, attempt timeouts and policy.UpstreamFailure
-// statuses as failures, every other response as a success, and excludes
-// the caller's cancellation, requests refused before any I/O and attempts
-// the caller's budget left no fair chance. last says no retry can follow:
-// observers see a failed last attempt as gave_up rather than retry.
-func (c *Client) pass(req *http.Request, n int, last bool) (*http.Response, observe.Op, error) {
-	var t0 time.Time
-	if len(c.observers) > 0 {
-		t0 = time.Now()
-	}
-	resp, op, err := c.through(req)
-	c.observeAttempt(req, n, last, resp, op, err, t0)
-	return resp, op, err
+// breakerStage passes each attempt through the system's Circuit (its own
+// gobreaker, or its fleet's), which lets it through to the next stage or
+// refuses it with no I/O (op OpBreaker). The circuit counts transport
+// errors, attempt timeouts and policy.UpstreamFailure statuses as
+// failures, every other response as a success, and excludes the caller's
+// cancellation, requests refused before any I/O and attempts the
+// caller's budget left no fair chance. It is always in the chain.
+type breakerStage struct {
+	cb   Circuit
+	next attemptStage
 }
 
-// through is pass without the observers: the hedge stage tells them
-// once it knows which copy won.
-func (c *Client) through(req *http.Request) (*http.Response, observe.Op, error) {
-	resp, err := c.cb.Execute(func() (*http.Response, error) {
-		resp, op, avail, err := c.send(req)
+func (s *breakerStage) send(a *attempt) {
+	if dl, ok := a.req.Context().Deadline(); ok {
+		a.avail = time.Until(dl)
+	}
+	_, err := s.cb.Execute(func() (*http.Response, error) {
+		s.next.send(a)
 		switch {
-		case err != nil:
+		case a.err != nil:
 			// The op rides on the error: a success costs no more than
 			// the closure.
-			return nil, &attemptError{op: op, excluded: excluded(op, avail), err: err}
-		case policy.UpstreamFailure(resp.StatusCode):
-			return resp, errFailedStatus
+			return nil, &breaker.Attempt{Op: a.op, Excluded: breaker.Excluded(a.op, a.avail), Err: a.err}
+		case policy.UpstreamFailure(a.resp.StatusCode):
+			return a.resp, breaker.FailedStatus
 		}
-		return resp, nil
+		return a.resp, nil
 	})
-	var op observe.Op
 	switch {
-	case err == nil:
-	case err == errFailedStatus:
-		err = nil
+	case err == nil, err == breaker.FailedStatus:
 	case errors.Is(err, gobreaker.ErrOpenState):
-		resp, err, op = nil, &Error{System: c.name, Op: observe.OpBreaker, Err: errOpenState}, observe.OpBreaker
+		a.resp, a.op, a.err = nil, observe.OpBreaker, breaker.Open
 	case errors.Is(err, gobreaker.ErrTooManyRequests):
-		resp, err, op = nil, &Error{System: c.name, Op: observe.OpBreaker, Err: errProbesBusy}, observe.OpBreaker
-	default:
-		if ae, ok := err.(*attemptError); ok {
-			op, err = ae.op, ae.err
-		}
+		a.resp, a.op, a.err = nil, observe.OpBreaker, breaker.ProbesBusy
 	}
-	return resp, op, err
 }
-
-// minFairAttempt is the least time an attempt must have had before the
-// caller's deadline cut it for the cut to count against the upstream. An
-// attempt cut sooner never had a chance and is excluded; one cut later is
-// an attempt timeout like any other, so a hung upstream still opens the
-// breaker when every caller brings a short budget.
-const minFairAttempt = 100 * time.Millisecond
-
-// excluded reports whether an attempt that failed with op, having had
-// avail before its deadline (-1: none), is neither a success nor a failure
-// for the breaker: the caller cancelled, the request was bad before any
-// I/O, or the caller's budget left the attempt no fair chance.
-func excluded(op observe.Op, avail time.Duration) bool {
-	switch op {
-	case observe.OpCanceled, observe.OpRequest:
-		return true
-	case observe.OpBudgetTimeout:
-		return avail >= 0 && avail < minFairAttempt
-	}
-	return false
-}
-
-// attemptError carries a failed attempt's error through the circuit with
-// its op, and whether the circuit must exclude it (neither a success nor a
-// failure: the caller's cancellation or spent budget).
-type attemptError struct {
-	op       observe.Op
-	excluded bool
-	err      error
-}
-
-func (e *attemptError) Error() string { return e.err.Error() }
-func (e *attemptError) Unwrap() error { return e.err }
-
-// errFailedStatus marks an attempt that got a response the breaker counts
-// as a failure. The response travels with it.
-var errFailedStatus = errors.New("failed status")
 
 // localChanged is the hook of the system's own breaker: its changes go to
 // the observers, or to the fleet's circuit when it reports the states
@@ -193,58 +132,10 @@ func (c *Client) localChanged(from, to gobreaker.State) {
 	c.breakerChanged(from, to)
 }
 
-func newBreaker(name string, c config.Client, onChange func(from, to gobreaker.State)) *gobreaker.CircuitBreaker[*http.Response] {
-	minReq := uint32(c.BreakerMinRequests)
-	ratio := c.BreakerFailureRatio
-	return gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
-		Name:         name,
-		MaxRequests:  uint32(c.BreakerHalfOpenProbes),
-		Interval:     c.BreakerWindow,
-		BucketPeriod: c.BreakerWindow / 10,
-		Timeout:      c.BreakerOpenTimeout,
-		ReadyToTrip: func(n gobreaker.Counts) bool {
-			judged := n.TotalSuccesses + n.TotalFailures
-			return judged >= minReq && float64(n.TotalFailures) >= ratio*float64(judged)
-		},
-		OnStateChange: func(_ string, from, to gobreaker.State) {
-			if onChange != nil {
-				onChange(from, to)
-			}
-		},
-		IsSuccessful: func(err error) bool { return err == nil },
-		IsExcluded:   func(err error) bool { return err != nil && Judge(err) == observe.VerdictExcluded },
-	})
-}
-
-func breakerState(s gobreaker.State) observe.BreakerState {
-	switch s {
-	case gobreaker.StateOpen:
-		return observe.BreakerOpen
-	case gobreaker.StateHalfOpen:
-		return observe.BreakerHalfOpen
+// breakerChanged tells the observers of a change of the breaker's state
+// as Status shows it.
+func (c *Client) breakerChanged(from, to gobreaker.State) {
+	for _, o := range c.observers {
+		o.ObserveBreaker(c.name, breaker.State(from), breaker.State(to))
 	}
-	return observe.BreakerClosed
 }
-
-// breakerRefusal is the cause of a call the breaker refused. Its values
-// are immutable (no exported field), so every call can share them.
-type breakerRefusal struct{ state error }
-
-// The causes of the breaker's refusals: open, or half-open with every
-// probe taken.
-var (
-	errOpenState  = &breakerRefusal{gobreaker.ErrOpenState}
-	errProbesBusy = &breakerRefusal{gobreaker.ErrTooManyRequests}
-)
-
-func (r *breakerRefusal) Error() string {
-	if r == errProbesBusy {
-		return "circuit half-open, every probe taken"
-	}
-	return "circuit open"
-}
-
-// Is makes the refusal match ErrCircuitOpen; Unwrap, gobreaker's error.
-// Neither allocates.
-func (r *breakerRefusal) Is(target error) bool { return target == ErrCircuitOpen }
-func (r *breakerRefusal) Unwrap() error        { return r.state }

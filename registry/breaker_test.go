@@ -1,4 +1,4 @@
-package registry_test
+package registry
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
-	"github.com/outbound-go/outbound/registry"
 )
 
 // The helpers of the resilience tests (breaker, bulkhead, isolation,
@@ -30,14 +29,14 @@ const resilBound = 10 * time.Second
 
 // resilRegistry sets env for the test and builds a registry from it. The
 // caller must defer r.Close().
-func resilRegistry(t *testing.T, env map[string]string) *registry.Registry {
+func resilRegistry(t *testing.T, env map[string]string) *Registry {
 	t.Helper()
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	r, err := registry.FromEnv()
+	r, err := FromEnv()
 	if err != nil {
-		t.Fatalf("registry.FromEnv: %v", err)
+		t.Fatalf("FromEnv: %v", err)
 	}
 	return r
 }
@@ -67,14 +66,14 @@ func resilShorten(s string) string {
 
 // resilGet sends GET path through c, bounded by d, and reads and closes the
 // body.
-func resilGet(c *registry.Client, path string, d time.Duration) resilResult {
+func resilGet(c *Client, path string, d time.Duration) resilResult {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	return resilGetCtx(ctx, c, path)
 }
 
 // resilGetCtx is resilGet under the caller's ctx, which must be bounded.
-func resilGetCtx(ctx context.Context, c *registry.Client, path string) resilResult {
+func resilGetCtx(ctx context.Context, c *Client, path string) resilResult {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
 	if err != nil {
@@ -91,7 +90,7 @@ func resilGetCtx(ctx context.Context, c *registry.Client, path string) resilResu
 
 // resilGo runs resilGet in a goroutine and delivers the result on the
 // returned channel (buffered: the goroutine never blocks on it).
-func resilGo(c *registry.Client, path string, d time.Duration) <-chan resilResult {
+func resilGo(c *Client, path string, d time.Duration) <-chan resilResult {
 	ch := make(chan resilResult, 1)
 	go func() { ch <- resilGet(c, path, d) }()
 	return ch
@@ -133,13 +132,13 @@ func resilWaitParked(t *testing.T, g *outboundtest.Hang, n int) {
 	}
 }
 
-// resilAsError returns the *registry.Error in err's chain, failing the test
+// resilAsError returns the *Error in err's chain, failing the test
 // if there is none.
-func resilAsError(t *testing.T, err error) *registry.Error {
+func resilAsError(t *testing.T, err error) *Error {
 	t.Helper()
-	var e *registry.Error
+	var e *Error
 	if !errors.As(err, &e) {
-		t.Fatalf("error %v (%T) does not wrap a *registry.Error", err, err)
+		t.Fatalf("error %v (%T) does not wrap a *Error", err, err)
 	}
 	return e
 }
@@ -199,7 +198,7 @@ func TestBreakerStormOpensAfterMinRequests(t *testing.T) {
 		if res.err == nil {
 			t.Fatalf("call %d while open: %v, want an error", 5+i, res)
 		}
-		if !errors.Is(res.err, registry.ErrCircuitOpen) || !errors.Is(res.err, gobreaker.ErrOpenState) {
+		if !errors.Is(res.err, ErrCircuitOpen) || !errors.Is(res.err, gobreaker.ErrOpenState) {
 			t.Fatalf("call %d while open: %v, want ErrCircuitOpen and gobreaker.ErrOpenState", 5+i, res.err)
 		}
 		if errors.Is(res.err, gobreaker.ErrTooManyRequests) {
@@ -290,7 +289,7 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 	probes := []<-chan resilResult{resilGo(c, "/probe", resilBound), resilGo(c, "/probe", resilBound)}
 	resilWaitParked(t, gate, 2)
 	res := resilGet(c, "/x", resilBound)
-	if !errors.Is(res.err, registry.ErrCircuitOpen) || !errors.Is(res.err, gobreaker.ErrTooManyRequests) {
+	if !errors.Is(res.err, ErrCircuitOpen) || !errors.Is(res.err, gobreaker.ErrTooManyRequests) {
 		t.Fatalf("third call while 2 probes are in flight: %v, want ErrCircuitOpen and ErrTooManyRequests", res)
 	}
 	if e := resilAsError(t, res.err); e.System != "inv" || e.Op != observe.OpBreaker {
@@ -516,7 +515,7 @@ func TestBreakerCountsAttempts(t *testing.T) {
 		// Attempts 1 and 2 fail and open the breaker; attempt 3 is
 		// refused without I/O, and the error keeps the last status.
 		res := resilGet(c, "/x", resilBound)
-		if !errors.Is(res.err, registry.ErrCircuitOpen) || !errors.Is(res.err, gobreaker.ErrOpenState) {
+		if !errors.Is(res.err, ErrCircuitOpen) || !errors.Is(res.err, gobreaker.ErrOpenState) {
 			t.Fatalf("call: %v, want ErrCircuitOpen from the third attempt", res)
 		}
 		if !strings.Contains(res.err.Error(), "503") {

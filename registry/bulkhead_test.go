@@ -1,4 +1,4 @@
-package registry_test
+package registry
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
-	"github.com/outbound-go/outbound/registry"
 )
 
 // resilGateMux serves paths under /gate/ from gate and everything else
@@ -31,7 +30,7 @@ func resilGateMux(gate *outboundtest.Hang) http.Handler {
 
 // resilOpen sends GET path and returns the response with its body still
 // open; the caller closes it.
-func resilOpen(t *testing.T, c *registry.Client, path string) *http.Response {
+func resilOpen(t *testing.T, c *Client, path string) *http.Response {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), resilBound)
 	t.Cleanup(cancel)

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"crypto/tls"
 	"net/http"
 	"net/url"
 	"sync"
@@ -9,7 +8,15 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/breaker"
+	"github.com/outbound-go/outbound/internal/fault"
+	"github.com/outbound-go/outbound/internal/hedge"
+	"github.com/outbound-go/outbound/internal/permit"
 	"github.com/outbound-go/outbound/internal/redact"
+	"github.com/outbound-go/outbound/internal/redirect"
+	"github.com/outbound-go/outbound/internal/throttle"
+	"github.com/outbound-go/outbound/internal/tlsconf"
+	"github.com/outbound-go/outbound/internal/transport"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/sony/gobreaker/v2"
 )
@@ -22,20 +29,22 @@ type Client struct {
 	cfg       config.Client       // the settings, held once
 	vars      func() []config.Var // the redacted settings, computed on the first Status
 	base      *url.URL
+	closed    *atomic.Bool // the registry's
+	observers []observe.Observer
+	timed     bool // observers need the time of calls and attempts
+
 	transport *http.Transport
-	rt        http.RoundTripper // transport, maybe wrapped for tracing
+	owner     permit.Owner        // what the calls' permits give back to
+	certs     *tlsconf.CertSource // the client certificate's source; nil without one
 	bh        *bulkhead.Bulkhead
 	cb        Circuit                        // the breaker stage's state: the system's gobreaker, or its fleet's
 	toCircuit func(from, to gobreaker.State) // where the gobreaker's changes go when cb reports states; nil: the observers
-	budget    *retryBudget
-	hedger    *hedger // nil: the system does not hedge
-	observers []observe.Observer
-	closed    *atomic.Bool // the registry's
-	faults    *faults      // drills only (OUTBOUND_FAULTS=on); nil: none
+	throttle  *throttle.Throttle
+	faults    *fault.Injector // drills only (OUTBOUND_FAULTS=on); nil: none
 
-	checkRedirect func(*http.Request, []*http.Request) error // the redirect policy of follow, the engine of both entry points
-	outer         *http.Client                               // HTTPClient()'s template: the whole pipeline per request, never follows itself
-	entry         http.RoundTripper                          // one call through the whole pipeline: the call stage, maybe traced
+	chain callStage         // the system's stages after the bulkhead and budget, built once (chain)
+	entry http.RoundTripper // one call through the whole pipeline, maybe traced
+	outer *http.Client      // HTTPClient()'s template: the whole pipeline per request, never follows itself
 
 	stats counters
 
@@ -44,46 +53,34 @@ type Client struct {
 	limitShown int64
 }
 
-type counters struct {
-	calls, ok, retries, gaveUp, breakerRejected, budgetRejected, retryBudgetDenied, capped atomic.Uint64
-	hedges, hedgesWon                                                                      atomic.Uint64
-}
-
-func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Config) (*Client, error) {
+func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error) {
 	base, err := url.Parse(l.Client.BaseURL)
 	if err != nil {
 		return nil, err
 	}
+	interval := o.certInterval
+	if interval == 0 {
+		interval = tlsconf.CheckInterval
+	}
+	tlsConf, certs, err := tlsconf.New(l, interval)
+	if err != nil {
+		return nil, err
+	}
 	c := &Client{
-		name:      l.Name,
-		cfg:       l.Client,
-		vars:      sync.OnceValue(l.Vars),
-		base:      base,
-		budget:    newRetryBudget(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),
-		hedger:    newHedger(l.Client),
-		observers: o.observers,
-		closed:    closed,
+		name: l.Name, cfg: l.Client, vars: sync.OnceValue(l.Vars), base: base, closed: closed,
+		observers: o.observers, timed: len(o.observers) > 0,
+		transport: transport.New(l.Client, tlsConf), certs: certs,
+		throttle: throttle.New(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),
+		faults:   fault.New(l, o.faultSeed),
 	}
 	if c.bh, err = c.newBulkhead(l.Client); err != nil {
 		return nil, err
 	}
-	c.faults = newFaults(l, o.faultSeed)
+	c.owner = permit.Owner{Bulkhead: c.bh, Closed: closed, Pool: c.transport}
 	if c.faults != nil && o.logger != nil {
-		o.logger.Warn("outbound fault injection on", "system", l.Name, "faults", c.faults.desc)
+		o.logger.Warn("outbound fault injection on", "outbound.system", l.Name, "outbound.faults", c.faults.Describe())
 	}
-	c.transport = newTransport(l.Client, tlsConf)
-	c.rt = c.transport
-	if o.wrap != nil {
-		c.rt = o.wrap(l.Name, c.transport)
-	}
-	c.entry = callStage{c}
-	for _, ob := range o.observers {
-		if t, ok := ob.(observe.Tracer); ok {
-			c.rt = t.TraceAttempt(l.Name, c.rt)
-			c.entry = t.TraceCall(l.Name, c.entry)
-		}
-	}
-	c.cb = newBreaker(l.Name, l.Client, c.localChanged)
+	c.cb = breaker.New(l.Name, l.Client, c.localChanged)
 	if l.Client.BreakerScope == "fleet" {
 		if c.cb, err = o.fleetCircuit(l, c.cb); err != nil {
 			return nil, err
@@ -92,9 +89,50 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool, tlsConf *tls.Co
 			c.toCircuit = sr.ReportStates(c.breakerChanged)
 		}
 	}
-	c.checkRedirect = redirectPolicy(l.Client, base)
+	c.chain = c.buildChain(o)
+	c.entry = callEntry{c}
+	for _, ob := range o.observers {
+		if t, ok := ob.(observe.Tracer); ok {
+			c.entry = t.TraceCall(l.Name, c.entry)
+		}
+	}
 	c.outer = &http.Client{Transport: pipelineTransport{c}, CheckRedirect: useLastResponse}
 	return c, nil
+}
+
+// buildChain assembles the system's stages, inner to outer, from its
+// settings: a stage whose setting is off is not in the chain. The order
+// is the pipeline's (doc.go): adaptive, redirect, retry, hedge or report,
+// breaker, fault, transport.
+func (c *Client) buildChain(o *options) callStage {
+	var rt http.RoundTripper = c.transport
+	if o.wrap != nil {
+		rt = o.wrap(c.name, rt)
+	}
+	for _, ob := range o.observers {
+		if t, ok := ob.(observe.Tracer); ok {
+			rt = t.TraceAttempt(c.name, rt)
+		}
+	}
+	var s attemptStage = &transportStage{rt: rt}
+	if c.faults != nil {
+		s = &faultStage{f: c.faults, next: s}
+	}
+	s = &breakerStage{cb: c.cb, next: s}
+	switch h := hedge.New(c.cfg); {
+	case h != nil:
+		s = &hedgeStage{c: c, policy: h, next: s}
+	case c.timed:
+		s = &reportStage{c: c, next: s}
+	}
+	var cs callStage = &retryStage{c: c, next: s}
+	if p := redirect.New(c.cfg.FollowRedirects, c.cfg.MaxRedirects, c.base); c.cfg.FollowRedirects != "none" {
+		cs = &redirectStage{policy: p, next: cs}
+	}
+	if c.bh.Adaptive() {
+		cs = &adaptiveStage{bh: c.bh, next: cs}
+	}
+	return cs
 }
 
 // String names the client and its redacted base URL, so that printing a
@@ -125,16 +163,18 @@ func (c *Client) BaseURL() *url.URL { u := *c.base; return &u }
 // resolve against BASE_URL.
 //
 // A call refused before anything was sent, by an open breaker, a full
-// bulkhead or a spent budget, is not an error here but a made-up 503 that
-// tells SDKs not to retry (X-Should-Retry and Stripe-Should-Retry: false)
-// and says why in [RefusedHeader]; [Refusal] turns its header back into
-// the [*Error] that Do returns. SDKs retry errors with their own backoff,
-// so an error would turn a fast refusal into seconds (docs/sdk.md).
+// bulkhead, a rate limit or a spent budget, is not an error here but a
+// made-up 503 that tells SDKs not to retry (X-Should-Retry and
+// Stripe-Should-Retry: false) and says why in [RefusedHeader]; [Refusal]
+// turns its header back into the [*Error] that Do returns. SDKs retry
+// errors with their own backoff, so an error would turn a fast refusal
+// into seconds (docs/sdk.md).
 //
 // Its other errors are *url.Error, as any http.Client's, wrapping an
-// [*Error] (errors.As finds it). net/http renders the request's URL in it as the
-// caller wrote it (password hidden); every URL the pipeline adds (BASE_URL,
-// redirects) is redacted, so use relative URLs for secret-bearing bases.
+// [*Error] (errors.As finds it). net/http renders the request's URL in it
+// as the caller wrote it (password hidden); every URL the pipeline adds
+// (BASE_URL, redirects) is redacted, so use relative URLs for
+// secret-bearing bases.
 //
 // Each call returns a new *http.Client sharing the pipeline, so that a
 // library that sets its Timeout or wraps its Transport changes only its
@@ -162,42 +202,23 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// callStage is the entry of one call: the whole pipeline, redirects
-// included, as a RoundTripper that observers may wrap ([observe.Tracer]).
-type callStage struct{ c *Client }
+// callEntry is the entry of one call: the whole pipeline, redirects
+// included, as a RoundTripper that observers may wrap (observe.Tracer).
+type callEntry struct{ c *Client }
 
-func (s callStage) RoundTrip(req *http.Request) (*http.Response, error) {
-	return s.c.call(req, s.c.followRedirects)
-}
-
-// followRedirects sends req through the redirect engine (follow, over
-// the retry stage). The retry stage's *Error already names the method and
-// the redacted URL; an error of the engine itself (an unparsable
-// Location, say) is wrapped in one.
-func (c *Client) followRedirects(req *http.Request) (*http.Response, error) {
-	resp, err := c.follow(req)
-	if err == nil {
-		return resp, nil
-	}
-	if e, ok := err.(*Error); ok {
-		return nil, e
-	}
-	return nil, &Error{System: c.name, Op: observe.OpTransport, Method: req.Method, URL: redactedURL(req), Err: err}
-}
+func (e callEntry) RoundTrip(req *http.Request) (*http.Response, error) { return e.c.call(req) }
 
 // pipelineTransport is HTTPClient's transport: the whole pipeline per
-// request, redirects included.
+// request, redirects included, and refusals answered with a response.
 type pipelineTransport struct{ c *Client }
 
 func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := p.c.entry.RoundTrip(req)
 	if err == nil {
-		// Only the pipeline may mark a response refused.
-		delete(resp.Header, RefusedHeader)
 		return resp, nil
 	}
 	if e, ok := err.(*Error); ok {
-		if reason := refusedReason(e); reason != "" {
+		if reason := e.Op.Reason(); reason != "" {
 			// An SDK would retry an error; it stops on this response.
 			return p.c.refusal(req, e, reason), nil
 		}
@@ -215,3 +236,8 @@ func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 // that HTTPClient().CloseIdleConnections() works as with any http.Client:
 // the next request opens a new connection, with a new TLS handshake.
 func (p pipelineTransport) CloseIdleConnections() { p.c.transport.CloseIdleConnections() }
+
+// useLastResponse is HTTPClient's CheckRedirect: the pipeline has followed
+// what the policy allows already, so a 3xx that reaches net/http is the
+// caller's.
+func useLastResponse(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

@@ -1,4 +1,4 @@
-package registry_test
+package registry
 
 import (
 	"context"
@@ -45,8 +45,8 @@ func TestConnReuseSequentialWithDrainedRetries(t *testing.T) {
 	if got := srv.Hits(); got != 2*calls {
 		t.Fatalf("server hits = %d, want %d (a 503 and a 200 per call)", got, 2*calls)
 	}
-	if st := c.Status(); st.Retries != calls || st.RetryBudgetDenied != 0 {
-		t.Fatalf("retries %d, retry budget denied %d; want %d, 0", st.Retries, st.RetryBudgetDenied, calls)
+	if st := c.Status(); st.Retries != calls || st.RetriesThrottled != 0 {
+		t.Fatalf("retries %d, retry budget denied %d; want %d, 0", st.Retries, st.RetriesThrottled, calls)
 	}
 	if got := srv.Conns(); got != 1 {
 		t.Fatalf("%d calls (%d requests, %d 64 KiB error bodies) opened %d connections, want 1", calls, srv.Hits(), calls, got)

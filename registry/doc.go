@@ -6,67 +6,60 @@
 // pool, bulkhead, circuit breaker and retry policy: nothing is shared, so
 // one failing system cannot slow or fail calls to another.
 //
-// Every call runs this pipeline, outer to inner:
+// Every call runs this pipeline, outer to inner; read the files in this
+// order to follow one call from the entry to the wire:
 //
-//	Do / HTTPClient().Do                     call, refuse   pipeline.go
-//	  └─ bulkhead   MAX_CONCURRENT permits    admit
-//	      └─ budget   min(CALL_TIMEOUT, ...)  capCall
-//	          └─ retry   backoff, Retry-After  retry          retry.go
-//	              └─ hedge   (HEDGE_DELAY)     hedge          hedge.go
-//	                  └─ breaker   per copy    pass, through  breaker.go
-//	                      └─ transport         send           send.go
+//	Do / HTTPClient().Do          client.go   entry (maybe traced: observe.Tracer)
+//	  refuse     no I/O           admit.go    closed, other origin, budget spent, breaker open
+//	  bulkhead   MAX_CONCURRENT   admit.go    one permit, BULKHEAD_MAX_WAIT
+//	  budget     CALL_TIMEOUT     admit.go    min(CALL_TIMEOUT, caller's budget - 100ms)
+//	  adaptive   (ADAPTIVE_...)   adaptive.go latency per call, for an adaptive limit
+//	  redirect   (FOLLOW_...)     redirect.go each hop inside the one permit and deadline
+//	  retry      RETRIES          retry.go    backoff, Retry-After, retry throttle
+//	  hedge      (HEDGE_DELAY)    hedge.go    copies of a late attempt; else report
+//	  breaker    per attempt      breaker.go  the system's Circuit (gobreaker, or a fleet's)
+//	  fault      (OUTBOUND_FAULTS) send.go    drills
+//	  transport  the system's     send.go     connect, TLS and header timeouts, own pool
 //
-// The bulkhead permit is held until the body is closed (body.go). The
-// budget's deadline is min(CALL_TIMEOUT, the caller's remaining budget
-// less a 100ms reserve), redirects and body included. Only idempotent
-// requests are retried, with backoff and full jitter, honouring
-// Retry-After, within a retry budget. An open breaker fails fast, with no
-// I/O. The transport has the system's connect, TLS and response-header
-// timeouts and its own pool.
+// One call is one value (call.go) that the stages pass on; each stage is
+// a type built once per client (client.go, buildChain), and a stage whose
+// setting is off is not in the chain. The response body carries the
+// permit back (body.go). How a call or an attempt ends is said once, in
+// report.go, with the vocabulary of package observe.
 //
-// Hedging is off by default. With HEDGE_DELAY set, an attempt of a
-// request that may be retried which has not answered after the delay gets
-// a copy (HEDGE_MAX at most, one per delay), each paid with a retry-budget
-// token and a bulkhead permit taken without waiting, only while the
-// breaker is closed; the first answer the caller should see wins and the
-// other copies are cancelled before the attempt returns.
-//
-// Which statuses are temporary (retried), what the breaker counts, how
-// Retry-After is read and how long backoff waits are stated once, in
-// internal/policy: 408, 429, 500, 502, 503 and 504 are temporary; the
-// breaker counts those, every other 5xx, transport errors and attempt
-// timeouts as failures. The server's own word wins over the status:
-// X-Should-Retry or Stripe-Should-Retry "false" is never retried, "true"
-// makes an error status retryable for a replayable request.
+// Only idempotent requests are retried or hedged: a safe method or an
+// Idempotency-Key, and a body GetBody can produce again. 408, 429, 500,
+// 502, 503 and 504 are temporary (retried); the breaker counts those,
+// every other 5xx, transport errors and attempt timeouts as failures. The
+// server's own word wins over the status: X-Should-Retry or
+// Stripe-Should-Retry "false" is never retried, "true" makes an error
+// status retryable for a replayable request.
 //
 // A system is one origin: a request whose absolute URL is not BASE_URL's
-// scheme, host and port is refused before any I/O ([ErrOtherOrigin]).
-// A call made with [WithStream] bounds its body by an idle time between
-// reads instead of CALL_TIMEOUT.
+// scheme, host and port is refused before any I/O ([ErrOtherOrigin]), and
+// so is a relative path that climbs above BASE_URL's ([ErrPathEscapesBase]).
+// Redirects (FOLLOW_REDIRECTS=same-host, the baseline) are followed only
+// under BASE_URL's origin and path; with "any", credentials (API keys
+// included) and X-Time-Budget stay behind once a hop leaves them. A call
+// made with [WithStream] bounds its body by an idle time between reads
+// instead of CALL_TIMEOUT.
 //
-// At BREAKER_SCOPE=fleet the breaker stage's [Circuit] is the one the
-// fleet option gives ([WithFleetCircuit], from module
-// github.com/outbound-go/outbound/fleet): still decided locally on every
-// attempt, its evidence and state shared with the other pods of the
-// service. The core itself never talks to Redis.
-//
-// Fast failures cost no I/O and no goroutine: a full bulkhead returns an
-// error matching bulkhead.ErrFull, an open breaker one matching
-// [ErrCircuitOpen], a spent caller budget one matching
-// capbudget.ErrExhausted. Each rejection allocates only its own error:
-// no error value is shared between calls. [Client.Do] returns an [*Error]
-// naming the system, the stage and the cause; HTTPClient().Do a *url.Error
-// wrapping one. Both are redacted. HTTPClient answers these three
-// refusals (and a call cut by the caller's budget) with a made-up 503 that
-// SDKs do not retry instead ([RefusedHeader], [Refusal]).
+// Fast failures cost no I/O and no goroutine, and allocate only the
+// caller's own error: a full bulkhead matches bulkhead.ErrFull, an open
+// breaker [ErrCircuitOpen], a spent caller budget capbudget.ErrExhausted.
+// [Client.Do] returns an [*Error] naming the system, the stage and the
+// cause; HTTPClient().Do a *url.Error wrapping one. Both are redacted.
+// HTTPClient answers refusals with a made-up 503 that SDKs do not retry
+// instead ([RefusedHeader], [Refusal]).
 //
 // As with http.Client, 4xx and 5xx responses are responses, not errors:
 // when retries run out on a status the caller gets the last response.
 // The caller must close the response body; a forgotten body still gives
 // its bulkhead permit back when the call's deadline fires.
 //
-// Drills: with OUTBOUND_FAULTS=on and a system's FAULT_* settings, the
-// send stage aborts or delays a fraction of attempts before the transport
-// (fault.go), so the outer stages see them as real faults; observers,
-// logs and Status mark them injected (docs/fault-drills.md).
+// At BREAKER_SCOPE=fleet the breaker stage's [Circuit] is the one the
+// fleet option gives ([WithFleetCircuit], from module
+// github.com/outbound-go/outbound/fleet). The core itself never talks to
+// Redis. Drills (OUTBOUND_FAULTS=on) inject faults before the transport
+// (docs/fault-drills.md).
 package registry

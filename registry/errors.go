@@ -8,7 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/internal/breaker"
+	"github.com/outbound-go/outbound/internal/fault"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -19,16 +22,43 @@ var (
 	// ErrCircuitOpen matches calls rejected by an open (or saturated
 	// half-open) circuit breaker. It wraps gobreaker's ErrOpenState or
 	// ErrTooManyRequests.
-	ErrCircuitOpen = errors.New("outbound: circuit open")
+	ErrCircuitOpen = breaker.ErrOpen
 	// ErrClosed matches calls made after [Registry.Close].
 	ErrClosed = errors.New("outbound: registry closed")
-	// ErrRetryBudget matches a call that stopped retrying because the
-	// system's retry budget was spent.
-	ErrRetryBudget = errors.New("outbound: retry budget spent")
+	// ErrRetryThrottled matches a call that stopped retrying because the
+	// system's retry throttle had no token (RETRY_BUDGET_RATIO,
+	// RETRY_BUDGET_MIN_PER_SEC): retries are bounded by a fraction of
+	// recent calls.
+	ErrRetryThrottled = errors.New("outbound: retries throttled")
 	// ErrPathEscapesBase matches a relative request URL whose ".."
 	// segments would climb above BASE_URL's path; nothing is sent.
 	ErrPathEscapesBase = errors.New("outbound: relative path climbs above BASE_URL")
+	// ErrOtherOrigin matches a request whose absolute URL is not
+	// BASE_URL's origin (scheme, host and port): a system is one origin,
+	// so that its credentials, X-Time-Budget, breaker and bulkhead are
+	// never spent on another host. Nothing is sent; the error names both
+	// origins. Use a relative URL, or the system that owns the other
+	// host. Redirects are not requests of the caller: they follow
+	// FOLLOW_REDIRECTS.
+	ErrOtherOrigin = errors.New("outbound: request origin is not BASE_URL's")
+	// ErrRateLimited matches a request refused by the system's rate limit
+	// (RATE_LIMIT): no token within RATE_MAX_WAIT and the caller's budget,
+	// or the upstream asked the system to pause. Nothing was sent; the
+	// breaker does not count it.
+	ErrRateLimited = errors.New("outbound: rate limited")
+	// ErrInjected matches the errors of attempts that fault injection
+	// made fail (drills, OUTBOUND_FAULTS=on): a delay cut by READ_TIMEOUT
+	// or by the call's deadline. An injected abort is a response, not an
+	// error: its header X-Outbound-Fault says "abort".
+	ErrInjected = fault.ErrInjected
 )
+
+// originError is the cause of a request refused with [ErrOtherOrigin]:
+// both origins, as scheme://host:port, redacted.
+type originError struct{ got, base string }
+
+func (e *originError) Error() string        { return "origin " + e.got + " is not BASE_URL's " + e.base }
+func (e *originError) Is(target error) bool { return target == ErrOtherOrigin }
 
 // Error is the error of a call that did not return a response. It names
 // the system and the stage that failed, and unwraps to the cause: the
@@ -113,43 +143,25 @@ func (e *Error) Unwrap() error { return e.Err }
 // http.Client's Timeout errors do, whatever the cause that fired
 // (capbudget.ErrCallTimeout or capbudget.ErrExhausted).
 func (e *Error) Is(target error) bool {
-	return target == context.DeadlineExceeded && (e.Op == observe.OpCallTimeout || e.Op == observe.OpBudgetTimeout || e.Op == observe.OpBudget)
+	return target == context.DeadlineExceeded && e.Op.Deadline()
 }
 
 // Timeout reports whether the call failed on a timeout of any phase, as
 // net.Error does.
-func (e *Error) Timeout() bool {
-	switch e.Op {
-	case observe.OpConnectTimeout, observe.OpTLSTimeout, observe.OpReadTimeout, observe.OpCallTimeout, observe.OpBudgetTimeout, observe.OpIdleTimeout:
-		return true
+func (e *Error) Timeout() bool { return e.Op.Timeout() }
+
+// refusalCause is the cause of a refusal by op, as the refusing stage
+// gives it: a shared, immutable value.
+func refusalCause(op observe.Op) error {
+	switch op {
+	case observe.OpBreaker:
+		return breaker.Open
+	case observe.OpForcedOpen:
+		return breaker.ForcedOpen
+	case observe.OpBulkhead:
+		return bulkhead.ErrFull
+	case observe.OpRateLimit:
+		return ErrRateLimited
 	}
-	return false
+	return capbudget.ErrExhausted
 }
-
-// joined is errors.Join on one line: its causes separated by "; ", so that
-// an error reads as one sentence in a log line.
-type joined []error
-
-// join joins two causes; either may be nil.
-func join(a, b error) error {
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	}
-	return joined{a, b}
-}
-
-func (j joined) Error() string {
-	var b strings.Builder
-	for i, err := range j {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(strings.TrimPrefix(err.Error(), "capbudget: "))
-	}
-	return b.String()
-}
-
-func (j joined) Unwrap() []error { return j }

@@ -46,7 +46,7 @@ func ExampleWithFaultSeed() {
 	}
 	defer reg.Close()
 	c := reg.MustClient("payments")
-	fmt.Println(c.Faults())
+	fmt.Println(c.Status().Faults)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -59,7 +59,7 @@ func ExampleWithFaultSeed() {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	st := c.Status()
-	fmt.Printf("%d %s=%s %q\n", resp.StatusCode, registry.FaultHeader, resp.Header.Get(registry.FaultHeader), body)
+	fmt.Printf("%d %s=%s %q\n", resp.StatusCode, "X-Outbound-Fault", resp.Header.Get("X-Outbound-Fault"), body)
 	fmt.Printf("injected aborts %d, retries %d, upstream reached %d times\n", st.InjectedAborts, st.Retries, reached.Load())
 	// Output:
 	// outbound config: 1 problem

@@ -155,14 +155,14 @@ func TestDrillAbort10Percent(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
 		}
-		if rec["injected"] == true {
+		if rec["outbound.injected"] == true {
 			injectedLogs++
-			if rec["status"] != float64(503) || rec["outcome"] != "retry" {
+			if rec["http.response.status_code"] != float64(503) || rec["outbound.outcome"] != "retry" {
 				t.Errorf("injected attempt logged as %v", rec)
 			}
 		}
-		if rec["msg"] == "outbound fault injection on" && rec["level"] == "WARN" && rec["system"] == "drill" &&
-			rec["faults"] == "aborts 10% of attempts with 503" {
+		if rec["msg"] == "outbound fault injection on" && rec["level"] == "WARN" && rec["outbound.system"] == "drill" &&
+			rec["outbound.faults"] == "aborts 10% of attempts with 503" {
 			warned = true
 		}
 	}
@@ -205,10 +205,10 @@ func TestDrillAbortAll(t *testing.T) {
 		resp, err := c.Do(req)
 		switch {
 		case err == nil:
-			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(registry.FaultHeader) == "abort" {
+			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("X-Outbound-Fault") == "abort" {
 				aborted503++
 			} else {
-				t.Errorf("call %d: status %d, header %q", i, resp.StatusCode, resp.Header.Get(registry.FaultHeader))
+				t.Errorf("call %d: status %d, header %q", i, resp.StatusCode, resp.Header.Get("X-Outbound-Fault"))
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -305,7 +305,7 @@ func drillDelay(t *testing.T, name, minRequests string) {
 	}
 	st, f := c.Status(), obs.figures()
 	t.Logf("2s delay on 50%%, READ_TIMEOUT 1s, RETRIES=2, %s, %d concurrent calls: %d ok, %d failed on an (injected) read timeout, %d otherwise; %d attempts (%d sent, %d refused by the breaker), %d injected delays, %d retries, %d retries denied by the budget, upstream saw %d, breaker %s",
-		name, calls, ok, readTimeouts, other, f.attempts, f.sent, f.breakerOpen, st.InjectedDelays, st.Retries, st.RetryBudgetDenied, up.Requests(), st.Breaker)
+		name, calls, ok, readTimeouts, other, f.attempts, f.sent, f.breakerOpen, st.InjectedDelays, st.Retries, st.RetriesThrottled, up.Requests(), st.Breaker)
 
 	if st.InjectedDelays == 0 || ok == 0 {
 		t.Fatalf("%d delays, %d calls ok: the drill did not run", st.InjectedDelays, ok)

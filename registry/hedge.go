@@ -5,158 +5,184 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/internal/drain"
+	"github.com/outbound-go/outbound/internal/hedge"
 	"github.com/outbound-go/outbound/internal/policy"
-	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/internal/request"
 	"github.com/sony/gobreaker/v2"
 )
 
-// hedgeResult is how one copy of a hedged attempt ended.
-type hedgeResult struct {
+// hedgeStage sends an attempt of a replayable request through the next
+// stage and, each delay it waits without an answer (internal/hedge: a
+// fixed HEDGE_DELAY or a percentile of recent answers), one more copy
+// (HEDGE_MAX at most), each paid with a retry-throttle token and a
+// bulkhead permit taken without waiting, and only while the breaker is
+// closed. The first answer the caller should see wins; the others are
+// cancelled, and the stage returns once every copy has ended, their
+// bodies closed and their permits given back. When every copy fails, the
+// last failure is the attempt's, for the retry stage to judge. It tells
+// the observers of each copy. It is in the chain when HEDGE_DELAY is set.
+type hedgeStage struct {
+	c      *Client
+	policy *hedge.Policy
+	next   attemptStage
+}
+
+// race is one hedged attempt: its copies in flight and how they ended.
+type race struct {
+	s        *hedgeStage
+	a        *attempt             // the attempt hedged; the winner's result goes in it
+	results  chan *copyResult     // each copy's, as it ends
+	cancels  []context.CancelFunc // of each copy, by copy number
+	sent     int                  // hedges sent, each holding a permit
+	pending  int                  // copies in flight
+	lastFail *copyResult          // the last failure, while copies are in flight
+}
+
+// copyResult is one copy of a hedged attempt, and how long it took.
+type copyResult struct {
+	attempt
 	k    int // 0: the first copy; 1..HEDGE_MAX: the hedges
-	req  *http.Request
-	resp *http.Response
-	op   observe.Op
-	err  error
-	t0   time.Time     // when the copy went
-	took time.Duration // until it ended
+	took time.Duration
 }
 
-// final reports whether the caller should see r as it is: a response
-// that is not temporary, or an error no other copy can cure (the call's
-// deadline, the caller, a bad request). A temporary failure waits for the
-// copies still in flight.
-func (r *hedgeResult) final() bool {
-	if r.err == nil {
-		return !policy.TemporaryStatus(r.resp.StatusCode)
+func (s *hedgeStage) send(a *attempt) {
+	if !a.call.replayable {
+		// Never hedged: sent once, told as a plain attempt.
+		a.t0 = time.Now()
+		s.next.send(a)
+		s.c.report(a, hedgeTag{})
+		return
 	}
-	return !retryableOp(r.op)
-}
-
-// hedge is the hedge stage of attempt n, for a request that is safe to
-// send twice: it sends the attempt through the breaker stage and, each
-// HEDGE_DELAY it waits without an answer, one more copy (HEDGE_MAX at
-// most), each paid with a retry-budget token and a bulkhead permit taken
-// without waiting, and only while the breaker is closed. The first answer
-// the caller should see wins; the others are cancelled, and the stage
-// returns once every copy has ended, their bodies closed and their
-// permits given back. When every copy fails, the last failure is the
-// attempt's, for the retry stage to judge.
-func (c *Client) hedge(req *http.Request, n int, last bool) (*http.Response, observe.Op, error) {
-	h := c.hedger
-	results := make(chan hedgeResult, 1+h.max)
-	cancels := make([]context.CancelFunc, 0, 1+h.max)
-	launch := func(k int, r *http.Request) {
-		ctx, cancel := context.WithCancel(req.Context())
-		cancels = append(cancels, cancel)
-		r = r.WithContext(ctx)
-		go func() {
-			t0 := time.Now()
-			resp, op, err := c.through(r)
-			results <- hedgeResult{k: k, req: r, resp: resp, op: op, err: err, t0: t0, took: time.Since(t0)}
-		}()
-	}
-	launch(0, req)
-	timer := time.NewTimer(h.delay())
+	r := &race{s: s, a: a, results: make(chan *copyResult, 1+s.policy.Max())}
+	r.launch(0, a.req)
+	timer := time.NewTimer(s.policy.Delay())
 	defer timer.Stop()
-	pending, sent := 1, 0
-	var lastFail *hedgeResult
-	for pending > 0 {
+	for r.pending > 0 {
 		select {
 		case <-timer.C:
-			if sent < h.max && c.mayHedge() {
-				hreq, ok := hedgeRequest(req)
-				if !ok {
-					// Not sent: give back what mayHedge took.
-					c.releaseHedges(1)
-					c.budget.refund()
-					continue
-				}
-				sent++
-				pending++
-				c.stats.hedges.Add(1)
-				launch(sent, hreq)
-				timer.Reset(h.delay())
+			if r.sent < s.policy.Max() && s.c.mayHedge() {
+				r.hedge()
+				timer.Reset(s.policy.Delay())
 			}
-		case r := <-results:
-			pending--
-			h.record(&r)
-			if r.final() {
-				return c.settleHedge(n, last, &r, lastFail, sent, pending, cancels, results)
+		case res := <-r.results:
+			r.pending--
+			s.policy.Record(res.resp != nil, res.took)
+			if r.final(res) {
+				r.settle(res)
+				return
 			}
-			if r.op == observe.OpBreaker && r.k > 0 {
-				// A hedge the breaker refused: no I/O, not the answer.
-				c.observeCopy(r.req, n, last, nil, r.op, r.err, r.t0, hedgeTag{k: r.k})
-				continue
-			}
-			if lastFail != nil {
-				c.observeCopy(lastFail.req, n, last, lastFail.resp, lastFail.op, lastFail.err, lastFail.t0, hedgeTag{k: lastFail.k})
-				if lastFail.resp != nil {
-					drainClose(lastFail.resp)
-				}
-			}
-			lastFail = &r
+			r.failed(res)
 		}
 	}
 	// Every copy failed: the last failure is the attempt's.
-	c.releaseHedges(sent)
-	c.observeCopy(lastFail.req, n, last, lastFail.resp, lastFail.op, lastFail.err, lastFail.t0, hedgeTag{k: lastFail.k})
-	return lastFail.resp, lastFail.op, lastFail.err
+	s.c.releaseHedges(r.sent)
+	s.c.report(&r.lastFail.attempt, hedgeTag{k: r.lastFail.k})
+	r.a.resp, r.a.op, r.a.err = r.lastFail.resp, r.lastFail.op, r.lastFail.err
 }
 
-// settleHedge ends a hedged attempt on its winner w: the copies still in
-// flight are cancelled and waited for, their responses closed (a
-// cancelled copy costs its connection), an earlier failure's response
-// drained, the hedges' permits given back, and the observers told of
-// every copy.
-func (c *Client) settleHedge(n int, last bool, w, failed *hedgeResult, sent, pending int, cancels []context.CancelFunc, results chan hedgeResult) (*http.Response, observe.Op, error) {
-	for k, cancel := range cancels {
+// launch sends copy k of the attempt, with req, on a goroutine of its
+// own, under a context the race can cancel.
+func (r *race) launch(k int, req *http.Request) {
+	ctx, cancel := context.WithCancel(req.Context())
+	r.cancels = append(r.cancels, cancel)
+	res := &copyResult{k: k}
+	res.reset(req.WithContext(ctx), r.a.n, r.a.last)
+	res.call = r.a.call
+	r.pending++
+	go func() {
+		res.t0 = time.Now()
+		r.s.next.send(&res.attempt)
+		res.took = time.Since(res.t0)
+		r.results <- res
+	}()
+}
+
+// hedge sends the next copy, paid for already (mayHedge), or gives its
+// price back when the body cannot be produced again.
+func (r *race) hedge() {
+	req, ok := request.Copy(r.a.req)
+	if !ok {
+		r.s.c.releaseHedges(1)
+		r.s.c.throttle.Refund()
+		return
+	}
+	r.sent++
+	r.s.c.stats.hedges.Add(1)
+	r.launch(r.sent, req)
+}
+
+// final reports whether the caller should see res as it is: a response
+// that is not temporary, or an error no other copy can cure (the call's
+// deadline, the caller, a bad request). A temporary failure waits for the
+// copies still in flight.
+func (r *race) final(res *copyResult) bool {
+	if res.err == nil {
+		return !policy.TemporaryStatus(res.resp.StatusCode)
+	}
+	return !res.op.Retryable() && !res.op.Outcome(false).Refused()
+}
+
+// failed keeps res, a copy's temporary failure, as the race's last; a
+// hedge the breaker refused (no I/O) is told and dropped.
+func (r *race) failed(res *copyResult) {
+	if res.err != nil && res.op.Outcome(false).Refused() && res.k > 0 {
+		r.s.c.report(&res.attempt, hedgeTag{k: res.k})
+		return
+	}
+	if f := r.lastFail; f != nil {
+		r.s.c.report(&f.attempt, hedgeTag{k: f.k})
+		if f.resp != nil {
+			drain.Response(f.resp)
+		}
+	}
+	r.lastFail = res
+}
+
+// settle ends the race on its winner w: the copies still in flight are
+// cancelled and waited for, their responses closed (a cancelled copy
+// costs its connection), an earlier failure's response drained, the
+// hedges' permits given back, and the observers told of every copy.
+func (r *race) settle(w *copyResult) {
+	c := r.s.c
+	for k, cancel := range r.cancels {
 		if k != w.k {
 			cancel()
 		}
 	}
-	if failed != nil {
-		if failed.resp != nil {
-			drainClose(failed.resp)
+	if f := r.lastFail; f != nil {
+		if f.resp != nil {
+			drain.Response(f.resp)
 		}
-		c.observeCopy(failed.req, n, last, failed.resp, failed.op, failed.err, failed.t0, hedgeTag{k: failed.k})
+		c.report(&f.attempt, hedgeTag{k: f.k})
 	}
-	for ; pending > 0; pending-- {
-		r := <-results
-		if r.resp != nil {
-			drainClose(r.resp)
+	for ; r.pending > 0; r.pending-- {
+		res := <-r.results
+		if res.resp != nil {
+			drain.Response(res.resp)
 		}
-		c.observeCopy(r.req, n, last, r.resp, r.op, r.err, r.t0, hedgeTag{k: r.k, lost: true})
+		c.report(&res.attempt, hedgeTag{k: res.k, lost: true})
 	}
-	c.releaseHedges(sent)
-	won := hedgeTag{k: w.k, won: sent > 0}
+	c.releaseHedges(r.sent)
 	if w.k > 0 {
 		c.stats.hedgesWon.Add(1)
 	}
-	c.observeCopy(w.req, n, last, w.resp, w.op, w.err, w.t0, won)
-	return w.resp, w.op, w.err
+	c.report(&w.attempt, hedgeTag{k: w.k, won: r.sent > 0})
+	r.a.req, r.a.resp, r.a.op, r.a.err = w.req, w.resp, w.op, w.err
 }
 
 // mayHedge takes what one hedge costs: a closed breaker (never a second
-// copy while it is half-open), a bulkhead permit and a retry-budget
+// copy while it is half-open), a bulkhead permit and a retry-throttle
 // token, none of them waited for. It reports whether the hedge may go.
 func (c *Client) mayHedge() bool {
 	if c.cb.State() != gobreaker.StateClosed || !c.bh.TryAcquire() {
 		return false
 	}
-	if !c.budget.retry(time.Now()) {
+	if !c.throttle.Retry(time.Now()) {
 		_ = c.bh.Release()
 		return false
 	}
 	return true
-}
-
-// refund gives back the token of a retry that was taken but never sent
-// (a hedge whose body could not be produced again).
-func (b *retryBudget) refund() {
-	b.mu.Lock()
-	b.tokens = min(b.maxTokens, b.tokens+1)
-	b.mu.Unlock()
 }
 
 // releaseHedges gives back the bulkhead permits of n hedges.
@@ -164,32 +190,4 @@ func (c *Client) releaseHedges(n int) {
 	for range n {
 		_ = c.bh.Release()
 	}
-}
-
-// hedgeRequest copies req for a hedge: its own header (X-Time-Budget set
-// to what is left now) and its body replayed through GetBody. ok is false
-// when the body cannot be produced again.
-func hedgeRequest(req *http.Request) (_ *http.Request, ok bool) {
-	r := req.Clone(req.Context())
-	if req.Body != nil && req.Body != http.NoBody {
-		b, err := req.GetBody()
-		if err != nil {
-			return nil, false
-		}
-		r.Body = b
-	}
-	if r.Header.Get(capbudget.Header) != "" {
-		capbudget.SetHeader(req.Context(), r.Header)
-	}
-	return r, true
-}
-
-// hedgeTag says how an attempt took part in a hedged race: k is its copy
-// (0 the first, 1.. the hedges); won marks the copy whose answer the
-// caller got when there was more than one, lost one cancelled because
-// another won.
-type hedgeTag struct {
-	k    int
-	won  bool
-	lost bool
 }

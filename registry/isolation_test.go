@@ -1,4 +1,4 @@
-package registry_test
+package registry
 
 import (
 	"errors"
@@ -13,7 +13,6 @@ import (
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
-	"github.com/outbound-go/outbound/registry"
 )
 
 // resilMedian returns the median of ds (which it sorts).
@@ -110,7 +109,7 @@ func TestIsolationBetweenSystems(t *testing.T) {
 	}
 	for i := range 50 {
 		res := resilGet(a, "/orders", resilBound)
-		if !errors.Is(res.err, registry.ErrCircuitOpen) || !errors.Is(res.err, gobreaker.ErrOpenState) {
+		if !errors.Is(res.err, ErrCircuitOpen) || !errors.Is(res.err, gobreaker.ErrOpenState) {
 			t.Fatalf("alpha call %d with its breaker open: %v, want ErrCircuitOpen", i+1, res)
 		}
 		if e := resilAsError(t, res.err); e.System != "alpha" {

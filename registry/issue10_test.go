@@ -13,6 +13,8 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/internal/breaker"
+	"github.com/outbound-go/outbound/internal/cause"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
@@ -212,14 +214,14 @@ func TestIssue10ErrorTextsSayEachThingOnce(t *testing.T) {
 		is   error
 	}{
 		{&Error{System: "inv", Op: observe.OpBulkhead, Err: bulkhead.ErrFull}, "outbound inv: bulkhead: full", bulkhead.ErrFull},
-		{&Error{System: "inv", Op: observe.OpBreaker, Err: errOpenState}, "outbound inv: breaker: circuit open", ErrCircuitOpen},
-		{&Error{System: "inv", Op: observe.OpBreaker, Err: errProbesBusy}, "outbound inv: breaker: circuit half-open, every probe taken", gobreaker.ErrTooManyRequests},
+		{&Error{System: "inv", Op: observe.OpBreaker, Err: breaker.Open}, "outbound inv: breaker: circuit open", ErrCircuitOpen},
+		{&Error{System: "inv", Op: observe.OpBreaker, Err: breaker.ProbesBusy}, "outbound inv: breaker: circuit half-open, every probe taken", gobreaker.ErrTooManyRequests},
 		{&Error{System: "inv", Op: observe.OpBudget, Err: capbudget.ErrExhausted}, "outbound inv: time budget exhausted", capbudget.ErrExhausted},
 		{&Error{System: "inv", Op: observe.OpClosed, Err: ErrClosed}, "outbound inv: registry closed", ErrClosed},
 		{&Error{System: "inv", Op: observe.OpCallTimeout, Method: "GET", URL: "http://h/x", Err: capbudget.ErrCallTimeout},
 			`outbound inv: GET "http://h/x": call timeout`, context.DeadlineExceeded},
 		{&Error{System: "inv", Op: observe.OpCallTimeout, Method: "GET", URL: "http://h/x", Attempts: 3, StatusCode: 503,
-			Err: join(errors.New("status 503"), capbudget.ErrCallTimeout)},
+			Err: cause.Join(errors.New("status 503"), capbudget.ErrCallTimeout)},
 			`outbound inv: GET "http://h/x": call timeout after 3 attempts (last status 503): status 503; call timeout`, capbudget.ErrCallTimeout},
 	} {
 		if got := tc.err.Error(); got != tc.want {

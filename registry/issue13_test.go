@@ -113,28 +113,6 @@ func TestIssue13FleetScopeWithoutFleet(t *testing.T) {
 	}
 }
 
-// Issue 13: Judge is the local breaker's own rule.
-func TestIssue13Judge(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want observe.Verdict
-	}{
-		{nil, observe.VerdictSuccess},
-		{errFailedStatus, observe.VerdictFailure},
-		{&attemptError{op: observe.OpConnect, err: errOpenState}, observe.VerdictFailure},
-		{&attemptError{op: observe.OpCanceled, excluded: true, err: errOpenState}, observe.VerdictExcluded},
-		{gobreaker.ErrOpenState, observe.VerdictExcluded},
-		{gobreaker.ErrTooManyRequests, observe.VerdictExcluded},
-	} {
-		if got := Judge(tc.err); got != tc.want {
-			t.Errorf("Judge(%v) = %d, want %d", tc.err, got, tc.want)
-		}
-	}
-	if n := testing.AllocsPerRun(100, func() { Judge(errFailedStatus) }); n != 0 {
-		t.Errorf("Judge allocates %v times", n)
-	}
-}
-
 // changeLog is an observer that keeps the breaker changes it is told.
 type changeLog struct {
 	mu sync.Mutex

@@ -1,4 +1,4 @@
-package registry_test
+package registry
 
 import (
 	"context"
@@ -18,7 +18,6 @@ import (
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
-	"github.com/outbound-go/outbound/registry"
 )
 
 // resilHammer runs check(i) for i in [0, n) on workers goroutines and
@@ -61,9 +60,9 @@ func resilWantOp(err error, system string, ops ...observe.Op) error {
 	if err == nil {
 		return errors.New("no error")
 	}
-	var e *registry.Error
+	var e *Error
 	if !errors.As(err, &e) {
-		return fmt.Errorf("%v (%T) does not wrap a *registry.Error", err, err)
+		return fmt.Errorf("%v (%T) does not wrap a *Error", err, err)
 	}
 	if e.System != system {
 		return fmt.Errorf("%v names system %q, want %q", err, e.System, system)
@@ -145,7 +144,7 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 	start := time.Now()
 
 	const n, workers = 1000, 32
-	get := func(c *registry.Client, d time.Duration) resilResult { return resilGet(c, "/fail", d) }
+	get := func(c *Client, d time.Duration) resilResult { return resilGet(c, "/fail", d) }
 
 	c := r.MustClient("leak-storm")
 	took := resilHammer(t, "503 storm", n, workers, func(int) error {
@@ -157,7 +156,7 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 	})
 	st := c.Status()
 	t.Logf("503 storm: %v; server hits %d, conns %d; retries %d, retry budget denied %d",
-		took, storm.Hits(), storm.Conns(), st.Retries, st.RetryBudgetDenied)
+		took, storm.Hits(), storm.Conns(), st.Retries, st.RetriesThrottled)
 	// Drained error bodies keep connections in the pool. Not exactly
 	// workers: under load net/http closes a connection whose request
 	// write it has not seen finish 50ms after the response (its
@@ -189,7 +188,7 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 		if err := resilWantOp(res.err, "leak-slow", observe.OpReadTimeout, observe.OpConnectTimeout); err != nil {
 			return err
 		}
-		var e *registry.Error
+		var e *Error
 		if errors.As(res.err, &e) && !e.Timeout() {
 			return fmt.Errorf("%v: Timeout() = false", res.err)
 		}
@@ -226,7 +225,7 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 	}
 	took = resilHammer(t, "breaker open", n, workers, func(int) error {
 		res := get(c, resilBound)
-		if !errors.Is(res.err, registry.ErrCircuitOpen) {
+		if !errors.Is(res.err, ErrCircuitOpen) {
 			return fmt.Errorf("%v, want ErrCircuitOpen", res)
 		}
 		return resilWantOp(res.err, "leak-tripped", observe.OpBreaker)

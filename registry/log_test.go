@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/bulkhead"
+	"github.com/outbound-go/outbound/internal/logobs"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
@@ -169,33 +172,37 @@ func TestLoggerScriptedSequence(t *testing.T) {
 	}
 	attempt := func(path string, n int, outcome string) func(map[string]any) bool {
 		return func(m map[string]any) bool {
-			return m["msg"] == logMsgAttempt && m["path"] == path && m["attempt"] == float64(n) && m["outcome"] == outcome
+			resends, _ := m["http.request.resend_count"].(float64)
+			return m["msg"] == logobs.MsgAttempt && m["url.path"] == path && int(resends)+1 == n && m["outbound.outcome"] == outcome
 		}
 	}
 
+	host, port, _ := net.SplitHostPort(srv.Addr())
 	for _, m := range recs {
-		if m["msg"] != logMsgAttempt {
+		if m["msg"] != logobs.MsgAttempt {
 			continue
 		}
-		for _, k := range []string{"system", "method", "host", "path", "attempt", "status", "duration_ms", "outcome"} {
+		for _, k := range []string{"outbound.system", "http.request.method", "server.address", "server.port", "url.path",
+			"http.response.status_code", "outbound.duration_ms", "outbound.outcome"} {
 			if _, ok := m[k]; !ok {
 				t.Errorf("attempt record without %q: %v", k, m)
 			}
 		}
-		if m["system"] != "inv" || m["method"] != "GET" || m["host"] != srv.Addr() {
-			t.Errorf("attempt record %v: want system inv, method GET, host %s", m, srv.Addr())
+		if m["outbound.system"] != "inv" || m["http.request.method"] != "GET" || m["server.address"] != host ||
+			fmt.Sprint(m["server.port"]) != port {
+			t.Errorf("attempt record %v: want system inv, method GET, server %s port %s", m, host, port)
 		}
-		if d, _ := m["duration_ms"].(float64); d < 0 {
-			t.Errorf("negative duration_ms: %v", m)
+		if d, _ := m["outbound.duration_ms"].(float64); d < 0 {
+			t.Errorf("negative outbound.duration_ms: %v", m)
 		}
 	}
 	if m := find("the success", attempt("/base/ok", 1, "ok")); m != nil {
-		if m["level"] != "DEBUG" || m["status"] != float64(200) {
+		if m["level"] != "DEBUG" || m["http.response.status_code"] != float64(200) {
 			t.Errorf("success record %v: want level DEBUG, status 200", m)
 		}
 	}
 	if m := find("the retried 503", attempt("/base/flaky", 1, "retry")); m != nil {
-		if m["level"] != "INFO" || m["status"] != float64(503) {
+		if m["level"] != "INFO" || m["http.response.status_code"] != float64(503) {
 			t.Errorf("retry record %v: want level INFO, status 503", m)
 		}
 	}
@@ -203,23 +210,23 @@ func TestLoggerScriptedSequence(t *testing.T) {
 	find("the gated call", attempt("/base/gate", 1, "ok"))
 	find("the storm's 503s", attempt("/base/down", 1, "retry"))
 	if m := find("the bulkhead rejection", func(m map[string]any) bool {
-		return m["msg"] == logMsgRejected && m["outcome"] == "bulkhead_full"
+		return m["msg"] == logobs.MsgRefused && m["outbound.outcome"] == "bulkhead_full"
 	}); m != nil {
-		if m["level"] != "INFO" || m["system"] != "inv" || m["attempt"] != float64(0) || m["error"] == "" {
-			t.Errorf("bulkhead record %v: want level INFO, system inv, attempt 0, an error", m)
+		if m["level"] != "INFO" || m["outbound.system"] != "inv" || m["error.type"] != "bulkhead" || m["exception.message"] == "" {
+			t.Errorf("bulkhead record %v: want level INFO, system inv, error.type bulkhead, a message", m)
 		}
 	}
 	find("the breaker rejection", func(m map[string]any) bool {
-		return m["msg"] == logMsgRejected && m["outcome"] == "breaker_open"
+		return m["msg"] == logobs.MsgRefused && m["outbound.outcome"] == "breaker_open"
 	})
-	if m := find("the breaker transition", func(m map[string]any) bool { return m["msg"] == logMsgBreaker }); m != nil {
-		if m["level"] != "WARN" || m["system"] != "inv" || m["from"] != "closed" || m["to"] != "open" {
+	if m := find("the breaker transition", func(m map[string]any) bool { return m["msg"] == logobs.MsgBreaker }); m != nil {
+		if m["level"] != "WARN" || m["outbound.system"] != "inv" || m["outbound.breaker.from"] != "closed" || m["outbound.breaker.to"] != "open" {
 			t.Errorf("breaker record %v: want WARN inv closed -> open", m)
 		}
 	}
 	// Successful calls add no call record: their attempts describe them.
 	for _, m := range recs {
-		if m["msg"] == logMsgRejected && m["outcome"] == "ok" {
+		if m["msg"] == logobs.MsgRefused && m["outbound.outcome"] == "ok" {
 			t.Errorf("call record for a success: %v", m)
 		}
 	}
@@ -247,56 +254,4 @@ func TestLoggerDefaultDiscards(t *testing.T) {
 	if obs := r2.MustClient("inv").observers; len(obs) != 1 {
 		t.Fatalf("observers with a logger: %v, want the log observer", obs)
 	}
-}
-
-// TestLoggerDisabledLevelAllocs checks that a logger whose level is above
-// the records' costs no allocation per event.
-func TestLoggerDisabledLevelAllocs(t *testing.T) {
-	o := newLogObserver(slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError})))
-	failed := errors.New("connection reset")
-	attempt := observe.AttemptEvent{System: "inv", Method: "GET", Host: "inv.internal", Path: "/stock/1",
-		Attempt: 2, Status: 503, Err: failed, Duration: time.Millisecond, Outcome: observe.OutcomeRetry}
-	call := observe.CallEvent{System: "inv", Method: "GET", Err: failed, Outcome: observe.OutcomeBulkheadFull}
-	allocs := testing.AllocsPerRun(200, func() {
-		o.ObserveAttempt(attempt)
-		o.ObserveCall(call)
-		o.ObserveBreaker("inv", observe.BreakerClosed, observe.BreakerOpen)
-	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per event at a disabled level, want 0", allocs)
-	}
-}
-
-// TestLoggerLevels checks the level of each kind of record.
-func TestLoggerLevels(t *testing.T) {
-	var buf logTestBuffer
-	o := newLogObserver(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	o.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1, Status: 200, Outcome: observe.OutcomeOK}) // Debug: dropped
-	o.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1, Err: errors.New("reset"), Outcome: observe.OutcomeRetry})
-	o.ObserveCall(observe.CallEvent{System: "inv", Attempts: 1, Status: 200, Outcome: observe.OutcomeOK})                 // no record
-	o.ObserveCall(observe.CallEvent{System: "inv", Attempts: 2, Err: errors.New("x"), Outcome: observe.OutcomeGaveUp})    // its attempts tell
-	o.ObserveCall(observe.CallEvent{System: "inv", Err: errors.New("budget spent"), Outcome: observe.OutcomeBudgetSpent}) // Info
-	o.ObserveBreaker("inv", observe.BreakerOpen, observe.BreakerHalfOpen)                                                 // Warn
-
-	recs := logTestRecords(t, &buf)
-	var got []string
-	for _, m := range recs {
-		got = append(got, logTestStr(m["level"])+" "+logTestStr(m["msg"])+" "+logTestStr(m["outcome"])+logTestStr(m["to"]))
-	}
-	want := []string{
-		"INFO " + logMsgAttempt + " retry",
-		"INFO " + logMsgRejected + " budget_spent",
-		"WARN " + logMsgBreaker + " half-open",
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-	if recs[0]["error"] != "reset" {
-		t.Errorf("attempt record without its error: %v", recs[0])
-	}
-}
-
-func logTestStr(v any) string {
-	s, _ := v.(string)
-	return s
 }

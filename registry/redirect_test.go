@@ -58,7 +58,8 @@ func (s *redirServer) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(path, "/chain/"):
 		n, _ := strconv.Atoi(strings.TrimPrefix(path, "/chain/"))
 		if n > 0 {
-			http.Redirect(w, r, "/chain/"+strconv.Itoa(n-1), http.StatusFound)
+			// Relative: /v1/chain/2 goes to /v1/chain/1.
+			http.Redirect(w, r, strconv.Itoa(n-1), http.StatusFound)
 			return
 		}
 		_, _ = io.WriteString(w, "end")
@@ -308,23 +309,25 @@ func TestRedirectAnyStripsCredentials(t *testing.T) {
 	}
 }
 
-// TestRedirectUnderBasePath: with a BASE_URL path, a relative request
-// resolves under it, and a Location is resolved against the URL actually
-// requested, through Do and through HTTPClient (whose requests stay
-// relative inside net/http's redirect loop).
+// TestRedirectUnderBasePath checks that with a BASE_URL path a relative
+// request resolves under it, a Location is resolved against the URL
+// actually requested, and a same-host Location outside BASE_URL's path is
+// the caller's answer, not followed (the caller's credentials are for the
+// API under BASE_URL), through Do and through HTTPClient (whose requests
+// stay relative inside net/http's redirect loop).
 func TestRedirectUnderBasePath(t *testing.T) {
 	a := redirNewServer(t, "A")
 	c := redirClient(t, a, map[string]string{"BASE_URL": a.URL + "/v1/"})
 	for name, do := range map[string]func(*http.Request) (*http.Response, error){"Do": c.Do, "HTTPClient": c.HTTPClient().Do} {
 		t.Run(name, func(t *testing.T) {
 			n := len(a.requests())
-			if got := redirCall(t, do, http.MethodGet, redirTo("/plain", http.StatusFound), nil); got.status != 200 || got.body != "A" {
-				t.Errorf("absolute-path Location: got %+v, want 200 A", got)
+			if got := redirCall(t, do, http.MethodGet, redirTo("/plain", http.StatusFound), nil); got.status != 302 || got.location != "/plain" {
+				t.Errorf("Location out of /v1: got %+v, want the 302 itself", got)
 			}
 			if got := redirCall(t, do, http.MethodGet, "chain/2", nil); got.status != 200 || got.body != "end" {
 				t.Errorf("chain under /v1: got %+v, want 200 end", got)
 			}
-			want := "/v1/to /plain /v1/chain/2 /chain/1 /chain/0"
+			want := "/v1/to /v1/chain/2 /v1/chain/1 /v1/chain/0"
 			if p := strings.Join(a.paths()[n:], " "); p != want {
 				t.Errorf("A saw %s, want %s", p, want)
 			}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/logobs"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -47,7 +48,7 @@ func New(loaded []config.Loaded, opts ...Option) (*Registry, error) {
 		opt.apply(&o)
 	}
 	if o.logger != nil {
-		o.observers = append(o.observers, newLogObserver(o.logger))
+		o.observers = append(o.observers, logobs.New(o.logger))
 	}
 	r := &Registry{clients: make(map[string]*Client, len(loaded)), names: make([]string, 0, len(loaded))}
 	var errs []error
@@ -60,12 +61,7 @@ func New(loaded []config.Loaded, opts ...Option) (*Registry, error) {
 			errs = append(errs, fmt.Errorf("outbound %s: system declared twice", l.Name))
 			continue
 		}
-		tlsConf, err := newTLSConfig(l)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("outbound %s: %w", l.Name, err))
-			continue
-		}
-		c, err := newClient(l, &o, &r.closed, tlsConf)
+		c, err := newClient(l, &o, &r.closed)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("outbound %s: %w", l.Name, err))
 			continue

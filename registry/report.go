@@ -1,53 +1,129 @@
 package registry
 
 import (
-	"context"
-	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
-	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/fault"
 	"github.com/outbound-go/outbound/internal/policy"
+	"github.com/outbound-go/outbound/internal/redact"
 	"github.com/outbound-go/outbound/observe"
-	"github.com/sony/gobreaker/v2"
 )
 
-// This file builds the errors a call ends with and tells the observers:
-// the stages say what happened, these functions say it the same way each
-// time.
+// This file says how a call or an attempt ended, the same way each time:
+// the errors, the counters of Status and the events of the observers
+// all come from here, labelled from package observe's tables.
 
-// fail ends a call that sent attempts with an *Error of op and counts it
-// as given up (or cancelled).
-func (c *Client) fail(req *http.Request, op observe.Op, attempts, status int, err error, start time.Time) error {
-	out := observe.OutcomeGaveUp
-	if op == observe.OpCanceled {
-		out = observe.OutcomeCanceled
-	}
-	c.stats.gaveUp.Add(1)
-	return c.failWith(req, &Error{System: c.name, Op: op, Method: req.Method, URL: redactedURL(req),
-		Attempts: attempts, StatusCode: status, Err: err}, attempts, out, start)
+// counters are a client's totals since the registry was built. Calls are
+// counted by how they ended (the call outcomes of package observe), apart
+// from those refused before the bulkhead admitted them.
+type counters struct {
+	calls, capped, retries, hedges, hedgesWon atomic.Uint64
+	ended                                     [observe.NumOutcomes]atomic.Uint64 // admitted calls, by outcome
+	refused                                   [observe.NumOutcomes]atomic.Uint64 // calls refused before the bulkhead admitted them
 }
 
-func (c *Client) failWith(req *http.Request, err error, attempts int, out observe.Outcome, start time.Time) error {
-	c.observeCall(req, attempts, 0, err, out, start)
+// refused ends a call refused before the bulkhead admitted it: its error,
+// counted by outcome, told to the observers.
+func (c *Client) refused(req *http.Request, op observe.Op, cause error) *Error {
+	out := op.Outcome(false)
+	c.stats.refused[out].Add(1)
+	err := &Error{System: c.name, Op: op, Err: cause}
+	for _, o := range c.observers {
+		o.ObserveCall(observe.CallEvent{System: c.name, Method: req.Method, Op: op, Err: err, Outcome: out})
+	}
 	return err
 }
 
-// withCause joins err with the context's cause when the context ended.
-func withCause(err error, ctx context.Context) error {
-	if ctx.Err() == nil {
-		return err
+// fail ends the call with an [*Error] of op after n attempts (0: none).
+func (cl *call) fail(op observe.Op, n int, err error) error {
+	return cl.end(&Error{System: cl.c.name, Op: op, Method: cl.req.Method, URL: redactedURL(cl.req), Attempts: n, Err: err},
+		op.Outcome(true))
+}
+
+// end ends the call with e, labelled out, and returns e.
+func (cl *call) end(e *Error, out observe.Outcome) error {
+	cl.c.stats.ended[out].Add(1)
+	cl.observe(e.Attempts, 0, e, out)
+	return e
+}
+
+// answered ends the call with resp, the answer to attempt n, labelled
+// out.
+func (cl *call) answered(resp *http.Response, n int, out observe.Outcome) {
+	cl.c.stats.ended[out].Add(1)
+	cl.observe(n, resp.StatusCode, nil, out)
+}
+
+func (cl *call) observe(attempts, status int, e *Error, out observe.Outcome) {
+	c := cl.c
+	if len(c.observers) == 0 {
+		return
 	}
-	cause := context.Cause(ctx)
-	if errors.Is(err, cause) {
-		return err
+	ev := observe.CallEvent{System: c.name, Method: cl.req.Method, Attempts: attempts, Status: status,
+		Duration: time.Since(cl.start), Outcome: out}
+	if e != nil {
+		ev.Op, ev.Err = e.Op, e
 	}
-	if _, ok := streamTimeout(ctx); ok && errors.Is(err, context.Canceled) {
-		// A stream's timer cancelled the call, not the caller: the
-		// transport's "context canceled" would say otherwise.
-		return cause
+	for _, o := range c.observers {
+		o.ObserveCall(ev)
 	}
-	return join(err, cause)
+}
+
+// reportStage tells the observers how each attempt ended. It is in the
+// chain when the system has observers and does not hedge (the hedge
+// stage tells them of its copies itself, once it knows which won).
+type reportStage struct {
+	c    *Client
+	next attemptStage
+}
+
+func (s *reportStage) send(a *attempt) {
+	a.t0 = time.Now()
+	s.next.send(a)
+	s.c.report(a, hedgeTag{})
+}
+
+// hedgeTag says how an attempt took part in a hedged race: k is its copy
+// (0 the first, 1.. the hedges); won marks the copy whose answer the
+// caller got when there was more than one, lost one cancelled because
+// another won.
+type hedgeTag struct {
+	k    int
+	won  bool
+	lost bool
+}
+
+// report tells the observers how a ended: a failure is a retry unless
+// a.last says none can follow.
+func (c *Client) report(a *attempt, h hedgeTag) {
+	req := a.req
+	route, _ := req.Context().Value(routeKey{}).(string)
+	ev := observe.AttemptEvent{System: c.name, Method: req.Method, Host: req.URL.Host, Path: req.URL.Path, Route: route,
+		Attempt: a.n, Hedge: h.k, Won: h.won, Op: a.op, Err: a.err, Duration: time.Since(a.t0)}
+	if route != "" {
+		ev.Path = route
+	}
+	if c.faults != nil {
+		ev.Injected = fault.Injected(a.resp, a.err)
+	}
+	switch {
+	case a.resp != nil:
+		ev.Status = a.resp.StatusCode
+		ev.Outcome = answerOutcome(ev.Status)
+		if policy.TemporaryStatus(ev.Status) || policy.RetryStatus(ev.Status, a.resp.Header) {
+			ev.Outcome = observe.OpStatus.Outcome(a.last) // a 409 the server said to retry is retried too
+		}
+	default:
+		ev.Outcome = a.op.Outcome(a.last)
+	}
+	if h.lost {
+		ev.Outcome = observe.OutcomeHedgeLost
+	}
+	for _, o := range c.observers {
+		o.ObserveAttempt(ev)
+	}
 }
 
 // redactedURL renders req's URL without userinfo or token-like query
@@ -56,89 +132,5 @@ func redactedURL(req *http.Request) string {
 	if req.URL == nil {
 		return ""
 	}
-	return config.RedactURL(req.URL.String())
-}
-
-func (c *Client) observeCall(req *http.Request, attempts, status int, err error, out observe.Outcome, start time.Time) {
-	if len(c.observers) == 0 {
-		return
-	}
-	ev := observe.CallEvent{System: c.name, Method: req.Method, Attempts: attempts, Status: status, Op: opOf(err), Err: err,
-		Duration: time.Since(start), Outcome: out}
-	for _, o := range c.observers {
-		o.ObserveCall(ev)
-	}
-}
-
-func (c *Client) observeRejected(req *http.Request, out observe.Outcome, err error) {
-	for _, o := range c.observers {
-		o.ObserveCall(observe.CallEvent{System: c.name, Method: req.Method, Op: opOf(err), Err: err, Outcome: out})
-	}
-}
-
-// observeAttempt tells the observers how attempt n ended. A failed
-// attempt is a retry unless last says none can follow.
-func (c *Client) observeAttempt(req *http.Request, n int, last bool, resp *http.Response, op observe.Op, err error, t0 time.Time) {
-	c.observeCopy(req, n, last, resp, op, err, t0, hedgeTag{})
-}
-
-// observeCopy is observeAttempt for copy h.k of a hedged attempt.
-func (c *Client) observeCopy(req *http.Request, n int, last bool, resp *http.Response, op observe.Op, err error, t0 time.Time, h hedgeTag) {
-	if len(c.observers) == 0 {
-		return
-	}
-	route, _ := req.Context().Value(routeKey{}).(string)
-	ev := observe.AttemptEvent{System: c.name, Method: req.Method, Host: req.URL.Host, Path: pathOf(req), Route: route,
-		Attempt: n, Hedge: h.k, Won: h.won, Op: op, Err: err, Duration: time.Since(t0), Outcome: observe.OutcomeOK}
-	if c.faults != nil {
-		ev.Injected = injected(resp, err)
-	}
-	failed := observe.OutcomeRetry
-	if last {
-		failed = observe.OutcomeGaveUp
-	}
-	switch {
-	case h.lost:
-		ev.Outcome = observe.OutcomeHedgeLost
-		if resp != nil {
-			ev.Status = resp.StatusCode
-		}
-	case resp != nil:
-		ev.Status = resp.StatusCode
-		switch {
-		case policy.TemporaryStatus(resp.StatusCode) || policy.RetryStatus(resp.StatusCode, resp.Header):
-			ev.Outcome = failed // a 409 the server said to retry is retried too
-		case policy.UpstreamFailure(resp.StatusCode):
-			ev.Outcome = observe.OutcomeFailed // a 501: the caller gets it, the breaker counts it
-		}
-	case op == observe.OpBreaker:
-		ev.Outcome = observe.OutcomeBreakerOpen
-	case op == observe.OpCanceled:
-		ev.Outcome = observe.OutcomeCanceled
-	case op == observe.OpCallTimeout, op == observe.OpBudgetTimeout:
-		ev.Outcome = observe.OutcomeGaveUp
-	default:
-		ev.Outcome = failed
-	}
-	for _, o := range c.observers {
-		o.ObserveAttempt(ev)
-	}
-}
-
-func (c *Client) breakerChanged(from, to gobreaker.State) {
-	for _, o := range c.observers {
-		o.ObserveBreaker(c.name, breakerState(from), breakerState(to))
-	}
-}
-
-// opOf returns the op of a call's error: 0 for none, OpTransport for an
-// error that is not the registry's.
-func opOf(err error) observe.Op {
-	if err == nil {
-		return 0
-	}
-	if e, ok := err.(*Error); ok {
-		return e.Op
-	}
-	return observe.OpTransport
+	return redact.URL(req.URL.String())
 }

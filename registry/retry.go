@@ -5,290 +5,189 @@ import (
 	"fmt"
 	"net/http"
 	"time"
-	"unsafe"
 
 	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/internal/cause"
 	"github.com/outbound-go/outbound/internal/drain"
 	"github.com/outbound-go/outbound/internal/policy"
+	"github.com/outbound-go/outbound/internal/request"
+	"github.com/outbound-go/outbound/internal/transport"
 	"github.com/outbound-go/outbound/observe"
 )
 
-// retrier is the state of one call's retry stage.
-type retrier struct {
-	c       *Client
-	req     *http.Request // the call's request, under its capped context
-	ctx     context.Context
-	max     int       // attempts allowed
-	start   time.Time // zero without observers
-	lastErr error     // the failure the last retry answered
-	hedged  bool      // attempts go through the hedge stage
-	// budgeted: req carries X-Time-Budget, set just before the first
-	// attempt by prepare, in a header map of its own.
-	budgeted bool
+// retryStage sends a hop's attempts through the next stage until one
+// gives an answer the caller should see, the policy allows no more, or
+// the deadline would pass. Only replayable requests are retried (or
+// hedged): a safe method or an Idempotency-Key, and a body that
+// Request.GetBody can produce again. Waits follow Retry-After (up to
+// RETRY_AFTER_MAX), else backoff with full jitter; every retry takes a
+// token of the system's retry throttle. It is always in the chain.
+type retryStage struct {
+	c    *Client
+	next attemptStage
 }
 
-// retry is the retry stage: it sends attempts through the breaker stage
-// (through the hedge stage when the system hedges) until one gives an
-// answer the caller should see, the policy allows no more, or the
-// deadline would pass. Only replayable requests are retried or hedged.
-func (c *Client) retry(req *http.Request, budgeted bool) (*http.Response, error) {
-	r := retrier{c: c, req: req, ctx: req.Context(), max: 1, budgeted: budgeted}
-	if (c.cfg.Retries > 0 || c.hedger != nil) && replayable(req) {
-		r.max = 1 + c.cfg.Retries
-		r.hedged = c.hedger != nil
+// retrier is the state of one hop's retries.
+type retrier struct {
+	c       *Client
+	cl      *call
+	max     int   // attempts allowed
+	lastErr error // the failure the last retry answered
+}
+
+func (s *retryStage) handle(cl *call) (*http.Response, error) {
+	r := retrier{c: s.c, cl: cl, max: 1}
+	if cl.replayable = policy.Replayable(cl.req); cl.replayable {
+		r.max = 1 + s.c.cfg.Retries
 	}
-	if len(c.observers) > 0 {
-		r.start = time.Now()
-	}
+	a := &cl.attempt
 	for n := 1; ; n++ {
-		areq, err := r.request(n)
+		req, err := r.request(n)
 		if err != nil {
 			return nil, err
 		}
-		var resp *http.Response
-		var op observe.Op
-		if r.hedged {
-			resp, op, err = c.hedge(areq, n, n >= r.max)
-		} else {
-			resp, op, err = c.pass(areq, n, n >= r.max)
-		}
-		if done, resp, err := r.settle(areq, n, resp, op, err); done {
+		a.reset(req, n, n >= r.max)
+		s.next.send(a)
+		if done, resp, err := r.settle(a); done {
 			return resp, err
 		}
-		if done, resp, err := r.next(n, resp, op, err); done {
+		if done, resp, err := r.next(a); done {
 			return resp, err
 		}
 	}
 }
 
-// request returns attempt n's request: the call's, with its body replayed
+// request returns attempt n's request: the hop's, with its body replayed
 // for a retry and X-Time-Budget set to what is left now, on a copy.
 func (r *retrier) request(n int) (*http.Request, error) {
-	areq := r.req
-	if n > 1 && r.req.GetBody != nil {
-		b, err := r.req.GetBody()
+	cl := r.cl
+	req := cl.req
+	if n > 1 && req.GetBody != nil {
+		b, err := req.GetBody()
 		if err != nil {
-			return nil, r.c.fail(r.req, observe.OpTransport, n-1, 0, fmt.Errorf("replaying body: %w", err), r.start)
+			return nil, cl.fail(observe.OpTransport, n-1, fmt.Errorf("replaying body: %w", err))
 		}
-		areq = r.req.Clone(r.ctx)
-		areq.Body = b
+		req = req.Clone(cl.ctx)
+		req.Body = b
 	}
-	if _, ok := r.ctx.Deadline(); !ok || r.c.cfg.OmitTimeBudget {
-		return areq, nil
+	switch {
+	case !cl.budgeted:
+		return req, nil
+	case req != cl.req:
+		capbudget.SetHeader(cl.ctx, req.Header) // Clone copied the header map
+		return req, nil
+	case cl.fresh && n == 1:
+		return req, nil // prepare set it a moment ago
 	}
-	// Set per attempt: its value is what is left now.
-	if areq == r.req {
-		if r.budgeted && n == 1 {
-			return areq, nil // prepare set it a moment ago
-		}
-		return withBudget(r.ctx, areq), nil
-	}
-	capbudget.SetHeader(r.ctx, areq.Header) // Clone copied the header map
-	return areq, nil
+	return request.WithBudget(cl.ctx, req), nil
 }
 
-// settle ends the call on an attempt that needs no retry decision: a
-// breaker refusal, an answer that is not temporary, or an error no retry
-// can cure. done is false for a temporary failure.
-func (r *retrier) settle(areq *http.Request, n int, resp *http.Response, op observe.Op, err error) (done bool, _ *http.Response, _ error) {
-	c := r.c
+// settle ends the hop on an attempt that needs no retry decision: a
+// refusal (breaker, rate limit), an answer that is not temporary, or an
+// error no retry can cure. done is false for a temporary failure.
+func (r *retrier) settle(a *attempt) (done bool, _ *http.Response, _ error) {
+	cl := r.cl
 	switch {
-	case op == observe.OpBreaker:
-		closeBody(areq)
-		if r.lastErr != nil {
-			// Name the attempts already sent and the failure that
-			// preceded the refusal.
-			err = &Error{System: c.name, Op: observe.OpBreaker, Method: r.req.Method, URL: redactedURL(r.req),
-				Attempts: n - 1, Err: join(err.(*Error).Err, r.lastErr)}
-		}
-		c.stats.breakerRejected.Add(1)
-		return true, nil, c.failWith(r.req, err, n-1, observe.OutcomeBreakerOpen, r.start)
-	case err == nil && !policy.TemporaryStatus(resp.StatusCode) && !policy.RetryStatus(resp.StatusCode, resp.Header):
-		c.stats.ok.Add(1)
-		out := observe.OutcomeOK
-		if policy.UpstreamFailure(resp.StatusCode) {
-			out = observe.OutcomeFailed // a 501: an answer, and a failure of the upstream
-		}
-		c.observeCall(r.req, n, resp.StatusCode, nil, out, r.start)
-		return true, resp, nil
-	case err != nil && !retryableOp(op):
+	case a.err != nil && a.op.Outcome(false).Refused():
+		closeBody(a.req)
+		// Name the attempts already sent and the failure that preceded
+		// the refusal.
+		return true, nil, cl.end(&Error{System: r.c.name, Op: a.op, Method: cl.req.Method, URL: redactedURL(cl.req),
+			Attempts: a.n - 1, Err: cause.Join(a.err, r.lastErr)}, a.op.Outcome(false))
+	case a.err == nil && !policy.TemporaryStatus(a.resp.StatusCode) && !policy.RetryStatus(a.resp.StatusCode, a.resp.Header):
+		cl.answered(a.resp, a.n, answerOutcome(a.resp.StatusCode))
+		return true, a.resp, nil
+	case a.err != nil && !a.op.Retryable():
 		// The deadline or the caller ended the call, or a retry cannot
 		// help (a bad request, a certificate error).
-		return true, nil, c.fail(r.req, op, n, 0, withCause(err, r.ctx), r.start)
+		return true, nil, cl.fail(a.op, a.n, cause.With(a.err, cl.ctx))
 	}
 	return false, nil, nil
 }
 
-// next decides on a temporary failure (a temporary status in resp, or a
-// retryable err): retry after the policy's wait, or end the call because
-// retries ran out, the wait would pass the deadline, or the retry budget
-// is spent. done is false when the wait passed and the next attempt may go.
-func (r *retrier) next(n int, resp *http.Response, op observe.Op, err error) (done bool, _ *http.Response, _ error) {
-	c := r.c
-	wait, hint, last := r.plan(n, resp)
+// answerOutcome labels a response the caller gets: failed when the
+// breaker counts its status as a failure of the upstream (a 501), ok
+// otherwise.
+func answerOutcome(status int) observe.Outcome {
+	if policy.UpstreamFailure(status) {
+		return observe.OutcomeFailed
+	}
+	return observe.OutcomeOK
+}
+
+// next decides on a temporary failure (a temporary status, or a
+// retryable error): retry after the policy's wait, or end the hop because
+// retries ran out, the wait would pass the deadline, or the retry
+// throttle has no token. done is false when the wait passed and the next
+// attempt may go.
+func (r *retrier) next(a *attempt) (done bool, _ *http.Response, _ error) {
+	cl := r.cl
+	wait, hint, last := policy.Plan(a.resp, r.c.cfg, a.n, a.n >= r.max)
 	switch {
-	case last && err == nil:
+	case last && a.err == nil:
 		// Retries ran out on a status: the caller gets the last
 		// response, body intact, as http.Client would.
-		c.stats.gaveUp.Add(1)
-		c.observeCall(r.req, n, resp.StatusCode, nil, observe.OutcomeGaveUp, r.start)
-		return true, resp, nil
+		cl.answered(a.resp, a.n, observe.OutcomeGaveUp)
+		return true, a.resp, nil
 	case last:
-		return true, nil, c.fail(r.req, op, n, 0, withCause(err, r.ctx), r.start)
+		return true, nil, cl.fail(a.op, a.n, cause.With(a.err, cl.ctx))
 	case r.pastDeadline(wait):
-		return true, nil, r.tooLate(n, resp, op, err, wait, hint)
-	case !c.budget.retry(time.Now()):
-		resp, err := r.budgetSpent(n, resp, op, err)
+		return true, nil, r.tooLate(a, wait, hint)
+	case !r.c.throttle.Retry(time.Now()):
+		resp, err := r.throttled(a)
 		return true, resp, err
 	}
 	status := 0
-	if err == nil {
-		status = resp.StatusCode
-		drainClose(resp)
+	if a.err == nil {
+		status = a.resp.StatusCode
+		drain.Response(a.resp)
 		r.lastErr = fmt.Errorf("status %d", status)
 	} else {
-		r.lastErr = err
+		r.lastErr = a.err
 	}
-	c.stats.retries.Add(1)
-	if !sleep(r.ctx, wait) {
-		op := classify(r.ctx, r.lastErr)
-		if status != 0 && op != observe.OpCanceled {
-			op = observe.OpStatus
+	r.c.stats.retries.Add(1)
+	if !policy.Sleep(cl.ctx, wait) {
+		e := &Error{System: r.c.name, Op: transport.Classify(cl.ctx, r.lastErr), Method: cl.req.Method, URL: redactedURL(cl.req),
+			Attempts: a.n, StatusCode: status, Err: cause.With(r.lastErr, cl.ctx)}
+		if status != 0 && e.Op != observe.OpCanceled {
+			e.Op = observe.OpStatus
 		}
-		return true, nil, c.fail(r.req, op, n, status, withCause(r.lastErr, r.ctx), r.start)
+		return true, nil, cl.end(e, e.Op.Outcome(true))
 	}
 	return false, nil, nil
-}
-
-// plan applies the policy to attempt n's temporary failure: the wait
-// before the next attempt (Retry-After, else backoff with full jitter),
-// the upstream's hint (0: none), and whether no attempt may follow. A
-// hint longer than RETRY_AFTER_MAX makes this attempt the last: the caller
-// gets the response.
-func (r *retrier) plan(n int, resp *http.Response) (wait, hint time.Duration, last bool) {
-	// The server's "do not retry" (X-Should-Retry, Stripe-Should-Retry)
-	// makes this attempt the last.
-	last = n >= r.max || (resp != nil && !policy.RetryStatus(resp.StatusCode, resp.Header))
-	if resp != nil {
-		if ra, ok := policy.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-			if ra > r.c.cfg.RetryAfterMax {
-				return 0, 0, true
-			}
-			wait, hint = ra, ra
-		}
-	}
-	if !last && wait == 0 {
-		wait = policy.Backoff(r.c.cfg.BackoffBase, r.c.cfg.BackoffMax, n)
-	}
-	return wait, hint, last
 }
 
 // pastDeadline reports whether waiting wait would reach the deadline.
 func (r *retrier) pastDeadline(wait time.Duration) bool {
-	dl, ok := r.ctx.Deadline()
+	dl, ok := r.cl.ctx.Deadline()
 	return ok && time.Until(dl) <= wait
 }
 
-// tooLate ends a call whose next wait would pass the deadline, with the
+// tooLate ends a hop whose next wait would pass the deadline, with the
 // last failure, the deadline, and the upstream's Retry-After (so that the
 // caller can pass it on).
-func (r *retrier) tooLate(n int, resp *http.Response, op observe.Op, err error, wait, hint time.Duration) error {
-	dl, _ := r.ctx.Deadline()
-	cause := fmt.Errorf("retry in %v would pass the call's deadline (%v left): %w",
+func (r *retrier) tooLate(a *attempt, wait, hint time.Duration) error {
+	cl := r.cl
+	dl, _ := cl.ctx.Deadline()
+	late := fmt.Errorf("retry in %v would pass the call's deadline (%v left): %w",
 		wait.Round(time.Millisecond), time.Until(dl).Round(time.Millisecond), context.DeadlineExceeded)
-	if err != nil {
-		return r.c.fail(r.req, op, n, 0, join(err, cause), r.start)
+	if a.err != nil {
+		return cl.fail(a.op, a.n, cause.Join(a.err, late))
 	}
-	drainClose(resp)
-	r.c.stats.gaveUp.Add(1)
-	return r.c.failWith(r.req, &Error{System: r.c.name, Op: observe.OpStatus, Method: r.req.Method, URL: redactedURL(r.req),
-		Attempts: n, StatusCode: resp.StatusCode, RetryAfter: hint, Err: cause}, n, observe.OutcomeGaveUp, r.start)
+	drain.Response(a.resp)
+	return cl.end(&Error{System: r.c.name, Op: observe.OpStatus, Method: cl.req.Method, URL: redactedURL(cl.req),
+		Attempts: a.n, StatusCode: a.resp.StatusCode, RetryAfter: hint, Err: late}, observe.OutcomeGaveUp)
 }
 
-// budgetSpent ends a call whose retry the retry budget refused: the
-// caller gets the last response, or the last error joined with
-// ErrRetryBudget.
-func (r *retrier) budgetSpent(n int, resp *http.Response, op observe.Op, err error) (*http.Response, error) {
-	c := r.c
-	c.stats.retryBudgetDenied.Add(1)
-	if err == nil {
-		c.observeCall(r.req, n, resp.StatusCode, ErrRetryBudget, observe.OutcomeRetryBudget, r.start)
-		return resp, nil
+// throttled ends a hop whose retry the retry throttle refused: the caller
+// gets the last response, or the last error joined with
+// ErrRetryThrottled.
+func (r *retrier) throttled(a *attempt) (*http.Response, error) {
+	cl := r.cl
+	if a.err == nil {
+		cl.answered(a.resp, a.n, observe.OutcomeRetryThrottled)
+		return a.resp, nil
 	}
-	return nil, c.failWith(r.req, &Error{System: c.name, Op: op, Method: r.req.Method, URL: redactedURL(r.req),
-		Attempts: n, Err: join(err, ErrRetryBudget)}, n, observe.OutcomeRetryBudget, r.start)
-}
-
-// replayable reports whether req may be sent more than once: a safe
-// method or an Idempotency-Key, and a body that can be produced again.
-func replayable(req *http.Request) bool {
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, "":
-	default:
-		if req.Header.Get("Idempotency-Key") == "" {
-			return false
-		}
-	}
-	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-}
-
-// retryableOp reports whether an attempt that failed with op may be
-// retried.
-func retryableOp(op observe.Op) bool {
-	switch op {
-	case observe.OpCanceled, observe.OpBudgetTimeout, observe.OpCallTimeout, observe.OpRequest, observe.OpTLS:
-		return false
-	}
-	return true
-}
-
-// drainClose drains resp's body within drain's size and time bounds and
-// closes it, so that its connection can go back to the pool before a
-// retry; a body that stalls costs its connection, not the call's time.
-func drainClose(resp *http.Response) {
-	_ = drain.Close(resp.Body, resp.ContentLength, nil)
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// attemptRequest is an attempt's shallow copy of the call's request,
-// allocated together with its X-Time-Budget value and that value's bytes.
-type attemptRequest struct {
-	req    http.Request
-	budget [1]string
-	digits [20]byte
-}
-
-// withBudget copies req under ctx with a copy of its header map (values
-// shared), so that the attempt's headers can be set without touching the
-// caller's request, and sets X-Time-Budget in it with capbudget's
-// formatter. The copy, the value slice and the value's bytes are one
-// allocation (plus the map).
-func withBudget(ctx context.Context, req *http.Request) *http.Request {
-	// WithContext inlines: its copy stays on the stack.
-	a := &attemptRequest{req: *req.WithContext(ctx)}
-	h := make(http.Header, len(req.Header)+1)
-	for k, v := range req.Header {
-		h[k] = v
-	}
-	v, _ := capbudget.AppendHeaderValue(ctx, a.digits[:0]) // at most 18 bytes: stays in digits
-	// The string points into a, which it keeps alive; digits is never
-	// written again.
-	a.budget[0] = unsafe.String(unsafe.SliceData(v), len(v))
-	h[capbudget.Header] = a.budget[:]
-	a.req.Header = h
-	return &a.req
+	return nil, cl.end(&Error{System: r.c.name, Op: a.op, Method: cl.req.Method, URL: redactedURL(cl.req),
+		Attempts: a.n, Err: cause.Join(a.err, ErrRetryThrottled)}, observe.OutcomeRetryThrottled)
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/outbound-go/outbound/capbudget"
@@ -344,23 +343,4 @@ func TestRetryReusesConnection(t *testing.T) {
 	if n := srv.Conns(); n != 1 {
 		t.Errorf("server saw %d connections, want 1 (the 503's body drained, connection reused)", n)
 	}
-}
-
-// sleep waits the full duration unless the context ends first.
-func TestRetrySleep(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		start := time.Now()
-		if !sleep(context.Background(), 3*time.Second) || time.Since(start) != 3*time.Second {
-			t.Errorf("sleep(3s) returned false or after %v", time.Since(start))
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		start = time.Now()
-		if sleep(ctx, time.Hour) || time.Since(start) != time.Second {
-			t.Errorf("sleep(1h) under a 1s deadline returned true or after %v", time.Since(start))
-		}
-		if sleep(ctx, 0) {
-			t.Error("sleep(0) on a done context returned true")
-		}
-	})
 }

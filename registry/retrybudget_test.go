@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/outbound-go/outbound/observe"
@@ -104,7 +103,7 @@ func TestRetryBudgetCapsStorm(t *testing.T) {
 	bound := float64(calls)*(1+ratio) + floor*elapsed.Seconds() + bucket
 	t.Logf("storm: %d calls in %v: upstream saw %d requests (%d retries, %d denied by the budget); "+
 		"bound = %d*(1+%.1f) + %.0f/s*%.2fs + %.0f = %.1f; without a budget: %d",
-		calls, elapsed.Round(time.Millisecond), seen, st.Retries, st.RetryBudgetDenied,
+		calls, elapsed.Round(time.Millisecond), seen, st.Retries, st.RetriesThrottled,
 		calls, ratio, floor, elapsed.Seconds(), bucket, bound, calls*4)
 	if float64(seen) > bound {
 		t.Errorf("upstream saw %d requests, more than the budget's bound %.1f", seen, bound)
@@ -116,8 +115,8 @@ func TestRetryBudgetCapsStorm(t *testing.T) {
 	if min := float64(calls) * ratio; float64(st.Retries) < min {
 		t.Errorf("only %d retries, want at least calls*ratio = %.0f", st.Retries, min)
 	}
-	if st.RetryBudgetDenied == 0 {
-		t.Error("Status().RetryBudgetDenied = 0 under a 100% outage")
+	if st.RetriesThrottled == 0 {
+		t.Error("Status().RetriesThrottled = 0 under a 100% outage")
 	}
 	if st.Breaker != observe.BreakerClosed {
 		t.Errorf("breaker %v, want closed (BREAKER_MIN_REQUESTS=100000)", st.Breaker)
@@ -145,9 +144,9 @@ func TestRetryBudgetHealthyNeverDenies(t *testing.T) {
 	statuses, elapsed := rbRun(t, c, calls, workers)
 	st := c.Status()
 	t.Logf("1 in 20 failing: %d calls in %v: statuses %v, upstream saw %d requests, %d retries, %d denied",
-		calls, elapsed.Round(time.Millisecond), statuses, srv.Requests(), st.Retries, st.RetryBudgetDenied)
-	if st.RetryBudgetDenied != 0 {
-		t.Errorf("Status().RetryBudgetDenied = %d, want 0", st.RetryBudgetDenied)
+		calls, elapsed.Round(time.Millisecond), statuses, srv.Requests(), st.Retries, st.RetriesThrottled)
+	if st.RetriesThrottled != 0 {
+		t.Errorf("Status().RetriesThrottled = %d, want 0", st.RetriesThrottled)
 	}
 	if statuses[http.StatusOK] != calls {
 		t.Errorf("statuses %v, want %d x 200", statuses, calls)
@@ -156,4 +155,3 @@ func TestRetryBudgetHealthyNeverDenies(t *testing.T) {
 		t.Errorf("%d retries, want about 50 (one request in 20 fails)", st.Retries)
 	}
 }
-

@@ -1,4 +1,4 @@
-package registry_test
+package registry
 
 // Regression tests for the findings of the first code review: each one
 // failed before its fix.
@@ -17,7 +17,6 @@ import (
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
-	"github.com/outbound-go/outbound/registry"
 )
 
 // Do's errors come wrapped in *url.Error by http.Client, which strips
@@ -98,7 +97,7 @@ func TestBreakerOpensWhenBudgetsCutAHungUpstream(t *testing.T) {
 		t.Fatalf("breaker %s after 3 budget-cut attempts on a hung upstream, counts %+v; want open", st.Breaker, st.BreakerCounts)
 	}
 	res := resilGet(c, "/hang", 400*time.Millisecond)
-	if !errors.Is(res.err, registry.ErrCircuitOpen) || res.took > 100*time.Millisecond {
+	if !errors.Is(res.err, ErrCircuitOpen) || res.took > 100*time.Millisecond {
 		t.Fatalf("call after the breaker opened: %v, want ErrCircuitOpen at once", res)
 	}
 }
@@ -257,7 +256,7 @@ func TestReviewPathEscapingBaseRefused(t *testing.T) {
 	c := r.MustClient("inv")
 	for _, p := range []string{"/stock/../../admin", "../x", "a/../../b", "/..;/admin", `/..\admin`} {
 		res := resilGet(c, p, resilBound)
-		if !errors.Is(res.err, registry.ErrPathEscapesBase) {
+		if !errors.Is(res.err, ErrPathEscapesBase) {
 			t.Errorf("%s: %v, want ErrPathEscapesBase", p, res)
 		}
 	}

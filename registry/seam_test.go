@@ -48,6 +48,7 @@ func TestIssue11BreakerSeam(t *testing.T) {
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	f := &fakeCircuit{}
 	c.cb = f
+	c.chain = c.buildChain(&options{}) // the stages hold the circuit
 
 	resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
 	if err != nil {

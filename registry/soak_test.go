@@ -281,7 +281,7 @@ func TestSoak(t *testing.T) {
 	}
 	for _, st := range statuses {
 		t.Logf("status %s: calls=%d ok=%d retries=%d gave_up=%d bulkhead_rejected=%d breaker_rejected=%d retry_budget_denied=%d breaker=%s",
-			st.System, st.Calls, st.OK, st.Retries, st.GaveUp, st.BulkheadRejected, st.BreakerRejected, st.RetryBudgetDenied, st.Breaker)
+			st.System, st.Calls, st.OK, st.Retries, st.GaveUp, st.BulkheadRejected, st.BreakerRejected, st.RetriesThrottled, st.Breaker)
 	}
 	t.Logf("breaker transitions: %d; body read errors: %d", tally.transitions.Load(), tally.bodyErrs)
 	t.Logf("call duration: p50=%v p99=%v max=%v; longest overshoot of a call's deadline: %v "+

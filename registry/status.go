@@ -1,6 +1,9 @@
 package registry
 
-import "github.com/outbound-go/outbound/observe"
+import (
+	"github.com/outbound-go/outbound/internal/breaker"
+	"github.com/outbound-go/outbound/observe"
+)
 
 // Status returns a snapshot of the client.
 func (c *Client) Status() observe.Status {
@@ -12,33 +15,38 @@ func (c *Client) Status() observe.Status {
 	}
 	return observe.Status{
 		System:  c.name,
-		Breaker: breakerState(c.cb.State()),
+		Breaker: breaker.State(c.cb.State()),
 		BreakerCounts: observe.BreakerCounts{
 			Requests: n.Requests, Successes: n.TotalSuccesses, Failures: n.TotalFailures,
 			Exclusions: n.TotalExclusions, ConsecutiveSuccesses: n.ConsecutiveSuccesses,
 			ConsecutiveFailures: n.ConsecutiveFailures,
 		},
-		InFlight:          c.bh.InFlight(),
-		Capacity:          c.bh.Capacity(),
-		Limit:             c.bh.Limit(),
-		Calls:             c.stats.calls.Load(),
-		OK:                c.stats.ok.Load(),
-		Retries:           c.stats.retries.Load(),
-		GaveUp:            c.stats.gaveUp.Load(),
-		BulkheadRejected:  c.bh.Rejected(),
-		BreakerRejected:   c.stats.breakerRejected.Load(),
-		BudgetRejected:    c.stats.budgetRejected.Load(),
-		BudgetCapped:      c.stats.capped.Load(),
-		RetryBudgetDenied: c.stats.retryBudgetDenied.Load(),
-		Fleet:             fleet,
-		HedgesSent:        c.stats.hedges.Load(),
-		HedgesWon:         c.stats.hedgesWon.Load(),
-		Config:            c.vars(),
-		Faults:            c.Faults(),
-		InjectedAborts:    c.faults.abortCount(),
-		InjectedDelays:    c.faults.delayCount(),
+		InFlight:         c.bh.InFlight(),
+		Capacity:         c.bh.Capacity(),
+		Limit:            c.bh.Limit(),
+		Calls:            c.stats.calls.Load(),
+		OK:               c.ended(observe.OutcomeOK) + c.ended(observe.OutcomeFailed),
+		Retries:          c.stats.retries.Load(),
+		GaveUp:           c.ended(observe.OutcomeGaveUp) + c.ended(observe.OutcomeCanceled),
+		BulkheadRejected: c.bh.Rejected(),
+		BreakerRejected:  c.refusedBy(observe.OutcomeBreakerOpen) + c.ended(observe.OutcomeBreakerOpen),
+		BudgetRejected:   c.refusedBy(observe.OutcomeBudgetSpent),
+		BudgetCapped:     c.stats.capped.Load(),
+		RetriesThrottled: c.ended(observe.OutcomeRetryThrottled),
+		Fleet:            fleet,
+		HedgesSent:       c.stats.hedges.Load(),
+		HedgesWon:        c.stats.hedgesWon.Load(),
+		Config:           c.vars(),
+		Faults:           c.faults.Describe(),
+		InjectedAborts:   c.faults.Aborts(),
+		InjectedDelays:   c.faults.Delays(),
 	}
 }
+
+// ended and refusedBy are the counts of calls that ended with out, after
+// and before the bulkhead admitted them.
+func (c *Client) ended(out observe.Outcome) uint64     { return c.stats.ended[out].Load() }
+func (c *Client) refusedBy(out observe.Outcome) uint64 { return c.stats.refused[out].Load() }
 
 // Status returns a snapshot of every client, in declaration order.
 func (r *Registry) Status() []observe.Status {

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -290,17 +289,13 @@ func TestTLSClientCertRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const interval = 20 * time.Millisecond
-	files, _ := ls[0].TLSFiles()
-	conf, src, err := buildTLSConfig(ls[0].Client, files, interval)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var closed atomic.Bool
-	c, err := newClient(ls[0], &options{}, &closed, conf)
+	const interval = 20 * time.Millisecond
+	c, err := newClient(ls[0], &options{certInterval: interval}, &closed)
 	if err != nil {
 		t.Fatal(err)
 	}
+	src := c.certs
 	t.Cleanup(c.transport.CloseIdleConnections)
 
 	get := func(step string) string {
@@ -330,7 +325,7 @@ func TestTLSClientCertRotation(t *testing.T) {
 	if got := get("half rotation"); got != "1001 gen-1" {
 		t.Errorf("after replacing the certificate alone: server saw %q, want the last good pair 1001 gen-1", got)
 	}
-	if _, lastErr := src.status(); lastErr == nil {
+	if _, lastErr := src.Status(); lastErr == nil {
 		t.Error("a mismatched pair was not reported as a failed reload")
 	} else {
 		t.Logf("half rotation: kept the last good pair: %v", lastErr)
@@ -363,7 +358,7 @@ func TestTLSClientCertRotation(t *testing.T) {
 	if got := get("in place"); got != "1003 gen-3" {
 		t.Errorf("after rewriting in place: server saw %q, want 1003 gen-3", got)
 	}
-	if reloads, lastErr := src.status(); reloads != 2 || lastErr != nil {
+	if reloads, lastErr := src.Status(); reloads != 2 || lastErr != nil {
 		t.Errorf("status: %d reloads, last error %v; want 2, nil", reloads, lastErr)
 	}
 }

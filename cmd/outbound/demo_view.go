@@ -144,8 +144,8 @@ func describe(s snap) []string {
 	switch {
 	case s.status.Retries > 0:
 		line += fmt.Sprintf("; %d retries were sent", s.status.Retries)
-		if s.status.RetryBudgetDenied > 0 {
-			line += fmt.Sprintf(" and %d denied by the retry budget", s.status.RetryBudgetDenied)
+		if s.status.RetriesThrottled > 0 {
+			line += fmt.Sprintf(" and %d denied by the retry budget", s.status.RetriesThrottled)
 		}
 	case s.retriesAllowed == 0:
 		line += "; retries are off for it"

@@ -58,7 +58,8 @@ func NewOpenAI(c *registry.Client, key string, opts ...option.RequestOption) ope
 
 // Refusal returns outbound's refusal carried by an SDK's error (see
 // registry.Refusal): the *registry.Error, matching registry.ErrCircuitOpen,
-// bulkhead.ErrFull or capbudget.ErrExhausted, or nil when err is not one.
+// bulkhead.ErrFull, registry.ErrRateLimited or capbudget.ErrExhausted, or
+// nil when err is not one.
 // openai-go keeps the response in its *openai.Error; stripe-go keeps only
 // the body, whose error type is "outbound_refused" and code the reason.
 func Refusal(err error) error {
@@ -69,8 +70,8 @@ func Refusal(err error) error {
 	var se *stripe.Error
 	if errors.As(err, &se) && se.Type == "outbound_refused" {
 		return registry.Refusal(http.Header{
-			registry.RefusedHeader:       {string(se.Code)},
-			registry.RefusedSystemHeader: {Stripe.Name},
+			registry.RefusedHeader: {string(se.Code)},
+			"X-Outbound-System":    {Stripe.Name},
 		})
 	}
 	return nil

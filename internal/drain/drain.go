@@ -7,6 +7,7 @@ package drain
 
 import (
 	"io"
+	"net/http"
 	"time"
 )
 
@@ -41,4 +42,11 @@ func Close(body io.ReadCloser, length int64, cut func()) error {
 		t.Stop()
 	}
 	return body.Close()
+}
+
+// Response drains resp's body and closes it, so that its connection can
+// go back to the pool before a retry; a body that stalls costs its
+// connection, not the call's time.
+func Response(resp *http.Response) {
+	_ = Close(resp.Body, resp.ContentLength, nil)
 }

@@ -7,11 +7,14 @@
 package policy
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/outbound-go/outbound/config"
 )
 
 // TemporaryStatus reports whether a status says "not now" rather than
@@ -129,4 +132,56 @@ func Backoff(base, limit time.Duration, n int) time.Duration {
 		return 0
 	}
 	return rand.N(ceil + 1)
+}
+
+// Plan applies the policy to a temporary failure of attempt n (resp, or
+// nil for an error): the wait before the next attempt (Retry-After, else
+// backoff with full jitter), the upstream's hint (0: none), and whether
+// no attempt may follow (last, when retries ran out). A hint longer than
+// RETRY_AFTER_MAX makes this attempt the last: the caller gets the
+// response. The server's "do not retry" (X-Should-Retry,
+// Stripe-Should-Retry) makes it the last too.
+func Plan(resp *http.Response, c config.Client, n int, lastAttempt bool) (wait, hint time.Duration, last bool) {
+	last = lastAttempt || (resp != nil && !RetryStatus(resp.StatusCode, resp.Header))
+	if resp != nil {
+		if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			if ra > c.RetryAfterMax {
+				return 0, 0, true
+			}
+			wait, hint = ra, ra
+		}
+	}
+	if !last && wait == 0 {
+		wait = Backoff(c.BackoffBase, c.BackoffMax, n)
+	}
+	return wait, hint, last
+}
+
+// Replayable reports whether req may be sent more than once (retried,
+// hedged): a safe method or an Idempotency-Key, and a body that can be
+// produced again.
+func Replayable(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, "":
+	default:
+		if req.Header.Get("Idempotency-Key") == "" {
+			return false
+		}
+	}
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// Sleep waits d or until ctx ends; it reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"strings"
@@ -184,4 +185,24 @@ func TestRetryStatus(t *testing.T) {
 			t.Errorf("RetryStatus(%d, %v) = %v, want %v", tc.code, tc.h, got, tc.want)
 		}
 	}
+}
+
+// TestSleepWaitsUnlessTheContextEndsFirst checks Sleep on synctest's
+// fake clock.
+func TestSleepWaitsUnlessTheContextEndsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if !Sleep(context.Background(), 3*time.Second) || time.Since(start) != 3*time.Second {
+			t.Errorf("Sleep(3s) returned false or after %v", time.Since(start))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start = time.Now()
+		if Sleep(ctx, time.Hour) || time.Since(start) != time.Second {
+			t.Errorf("Sleep(1h) under a 1s deadline returned true or after %v", time.Since(start))
+		}
+		if Sleep(ctx, 0) {
+			t.Error("Sleep(0) on a done context returned true")
+		}
+	})
 }

@@ -58,23 +58,31 @@ func New(mode string, limit int, base *url.URL) *Policy {
 	return &Policy{mode: mode, limit: limit, base: base}
 }
 
-// Follows reports whether the policy follows any redirect at all.
-func (p *Policy) Follows() bool { return p.mode != "none" }
+// Redirected reports whether resp, the answer to a call's first hop, may
+// be a redirect the policy follows: a 301, 302, 303, 307 or 308 and a
+// policy other than none. A call whose answer is not pays nothing more.
+func (p *Policy) Redirected(resp *http.Response) bool {
+	if p.mode == "none" {
+		return false
+	}
+	switch resp.StatusCode {
+	case 301, 302, 303, 307, 308:
+		return true
+	}
+	return false
+}
 
-// Follow sends first through send and follows the redirects the policy
-// allows. It returns the last response, whose body the caller must
-// close, or the first error: send's as it is, or one of the engine's own
-// (a Location that does not parse, a body that cannot be produced again).
-// Every response it does not return is drained and closed, and every
-// request body it sent is closed.
-func (p *Policy) Follow(first *http.Request, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+// Follow follows the redirects the policy allows from resp, the answer
+// to first (the call's first hop), sending each hop through send. It
+// returns the last response, whose body the caller must close, or the
+// first error: send's as it is, or one of the engine's own (a Location
+// that does not parse, a body that cannot be produced again). Every
+// response it does not return is drained and closed, and every request
+// body it sent is closed.
+func (p *Policy) Follow(first *http.Request, resp *http.Response, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	ch := chain{p: p, first: first, includeBody: true}
 	req := first
 	for {
-		resp, err := ch.hop(req, send)
-		if err != nil || p.mode == "none" {
-			return resp, err
-		}
 		method, redirect, bodyOnHop := redirectBehavior(req.Method, resp, first)
 		if !redirect {
 			return resp, nil
@@ -92,6 +100,9 @@ func (p *Policy) Follow(first *http.Request, send func(*http.Request) (*http.Res
 		}
 		_ = drain.Close(resp.Body, resp.ContentLength, nil)
 		req = next
+		if resp, err = ch.hop(req, send); err != nil {
+			return nil, err
+		}
 	}
 }
 

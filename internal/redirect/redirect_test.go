@@ -47,12 +47,21 @@ func (h *hops) follow(t *testing.T, p *Policy, target string, hdr http.Header) *
 	}
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	resp, err := p.Follow(req, tr.RoundTrip)
+	resp, err := follow(p, req, tr.RoundTrip)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
 	return resp
+}
+
+// follow sends first and follows its redirects, as the registry does.
+func follow(p *Policy, first *http.Request, send func(*http.Request) (*http.Response, error)) (*http.Response, error) {
+	resp, err := send(first)
+	if err != nil || !p.Redirected(resp) {
+		return resp, err
+	}
+	return p.Follow(first, resp, send)
 }
 
 func credentials() http.Header {
@@ -156,7 +165,7 @@ func TestBadLocationIsAnError(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
-	_, err := New("any", 3, base).Follow(req, tr.RoundTrip)
+	_, err := follow(New("any", 3, base), req, tr.RoundTrip)
 	if err == nil || !strings.Contains(err.Error(), "Location") {
 		t.Errorf("err = %v, want one naming the Location", err)
 	}

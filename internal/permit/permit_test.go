@@ -1,26 +1,26 @@
-package registry
+package permit
 
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/outbound-go/outbound/capbudget"
-	"github.com/outbound-go/outbound/outboundtest"
+	"go.uber.org/goleak"
 )
 
-var errIssue11Own = errors.New("caller's own cause")
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestIssue11CallContext: the call's context (callCtx, one timer instead
-// of CapWith's WithDeadlineCause plus a context.AfterFunc) ends as
-// CapWith's would: at its deadline with context.DeadlineExceeded and its
+var errOwnCause = errors.New("caller's own cause")
+
+// TestCallContextEndsAsCapWithsWould checks that the call's context
+// (callCtx, one timer instead of CapWith's WithDeadlineCause plus a
+// context.AfterFunc) ends as CapWith's would: at its deadline with context.DeadlineExceeded and its
 // cause, for it and for a context derived from it; when the caller
 // cancels, with the caller's error and cause; and not before.
-func TestIssue11CallContext(t *testing.T) {
+func TestCallContextEndsAsCapWithsWould(t *testing.T) {
 	tests := []struct {
 		name      string
 		end       func(cancelParent context.CancelCauseFunc) // what ends the call; nil: its deadline
@@ -29,7 +29,7 @@ func TestIssue11CallContext(t *testing.T) {
 	}{
 		{"deadline", nil, context.DeadlineExceeded, capbudget.ErrCallTimeout},
 		{"caller cancels", func(c context.CancelCauseFunc) { c(nil) }, context.Canceled, context.Canceled},
-		{"caller cancels with a cause", func(c context.CancelCauseFunc) { c(errIssue11Own) }, context.Canceled, errIssue11Own},
+		{"caller cancels with a cause", func(c context.CancelCauseFunc) { c(errOwnCause) }, context.Canceled, errOwnCause},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,42 +74,4 @@ func TestIssue11CallContext(t *testing.T) {
 			})
 		})
 	}
-}
-
-// TestIssue11ForgottenBodyComesBackWhenCallerCancels: a body never
-// closed gives its permit back when the caller's context ends, long
-// before CALL_TIMEOUT, now that the permit watches the caller's context
-// and the deadline apart (issue 11) instead of one context.AfterFunc on
-// the call's. It fails (still in flight after 5s) without the watch on
-// the caller's context.
-func TestIssue11ForgottenBodyComesBackWhenCallerCancels(t *testing.T) {
-	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "hello")
-	}))
-	c := mtlsRegistry(t, map[string]map[string]string{"forgot": {
-		"BASE_URL": srv.URL, "CALL_TIMEOUT": "1m", "MAX_CONCURRENT": "1", "BULKHEAD_MAX_WAIT": "0",
-	}}).MustClient("forgot")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/x", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close() // at the end only: forgotten until then
-	if got := c.Status().InFlight; got != 1 {
-		t.Fatalf("in flight with the body open = %d, want 1", got)
-	}
-	start := time.Now()
-	cancel()
-	for c.Status().InFlight != 0 {
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("the permit is still held 5s after the caller cancelled (CALL_TIMEOUT 1m)")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Logf("permit back %v after the caller cancelled", time.Since(start).Round(time.Millisecond))
 }

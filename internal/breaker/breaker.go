@@ -1,0 +1,138 @@
+// Package breaker builds a system's own circuit breaker (gobreaker) from
+// its settings and says how it counts an attempt: the judge a fleet's
+// breaker shares, the errors that carry an attempt's op through
+// gobreaker's Execute, and the causes of its refusals. It is internal:
+// the registry's breaker stage is its user, and registry.Judge and
+// registry.ErrCircuitOpen its public face.
+package breaker
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/observe"
+	"github.com/sony/gobreaker/v2"
+)
+
+// ErrOpen is registry.ErrCircuitOpen: every refusal of the breaker
+// matches it.
+var ErrOpen = errors.New("outbound: circuit open")
+
+// New returns the system's own breaker: it trips when at least
+// BREAKER_MIN_REQUESTS attempts of its BREAKER_WINDOW (ten buckets) were
+// judged and BREAKER_FAILURE_RATIO of them failed; it lets
+// BREAKER_HALF_OPEN_PROBES probes through after BREAKER_OPEN_TIMEOUT.
+// onChange (nil: none) hears every change of state; it runs under the
+// breaker's lock.
+func New(name string, c config.Client, onChange func(from, to gobreaker.State)) *gobreaker.CircuitBreaker[*http.Response] {
+	minReq := uint32(c.BreakerMinRequests)
+	ratio := c.BreakerFailureRatio
+	return gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
+		Name:         name,
+		MaxRequests:  uint32(c.BreakerHalfOpenProbes),
+		Interval:     c.BreakerWindow,
+		BucketPeriod: c.BreakerWindow / 10,
+		Timeout:      c.BreakerOpenTimeout,
+		ReadyToTrip: func(n gobreaker.Counts) bool {
+			judged := n.TotalSuccesses + n.TotalFailures
+			return judged >= minReq && float64(n.TotalFailures) >= ratio*float64(judged)
+		},
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			if onChange != nil {
+				onChange(from, to)
+			}
+		},
+		IsSuccessful: func(err error) bool { return err == nil },
+		IsExcluded:   func(err error) bool { return err != nil && Judge(err) == observe.VerdictExcluded },
+	})
+}
+
+// Judge says how a breaker counts err, the error of the send function
+// given to Execute (and passed on by it): nil is a success; FailedStatus
+// or an [Attempt] not excluded is a failure; anything else is excluded.
+// It does not allocate.
+func Judge(err error) observe.Verdict {
+	switch {
+	case err == nil:
+		return observe.VerdictSuccess
+	case err == FailedStatus:
+		return observe.VerdictFailure
+	}
+	// send returns *Attempt unwrapped; a type assertion costs no
+	// allocation on every attempt, unlike errors.As.
+	if ae, ok := err.(*Attempt); ok && !ae.Excluded {
+		return observe.VerdictFailure
+	}
+	return observe.VerdictExcluded
+}
+
+// FailedStatus marks an attempt that got a response the breaker counts as
+// a failure. The response travels with it.
+var FailedStatus = errors.New("failed status")
+
+// Attempt carries a failed attempt's error through the breaker with its
+// op, and whether the breaker excludes it (neither a success nor a
+// failure).
+type Attempt struct {
+	Op       observe.Op
+	Excluded bool
+	Err      error
+}
+
+func (e *Attempt) Error() string { return e.Err.Error() }
+func (e *Attempt) Unwrap() error { return e.Err }
+
+// MinFairAttempt is the least time an attempt must have had before the
+// caller's deadline cut it for the cut to count against the upstream. An
+// attempt cut sooner never had a chance and is excluded; one cut later is
+// an attempt timeout like any other, so a hung upstream still opens the
+// breaker when every caller brings a short budget.
+const MinFairAttempt = 100 * time.Millisecond
+
+// Excluded reports whether an attempt that failed with op, having had
+// avail before its deadline (-1: none), is neither a success nor a
+// failure: what the table of ops says (the caller cancelled, the request
+// was bad before any I/O, the attempt was refused), or the caller's
+// budget left the attempt no fair chance.
+func Excluded(op observe.Op, avail time.Duration) bool {
+	if op == observe.OpBudgetTimeout {
+		return avail >= 0 && avail < MinFairAttempt
+	}
+	return op.Verdict() == observe.VerdictExcluded
+}
+
+// State names a gobreaker state as Status and the observers do.
+func State(s gobreaker.State) observe.BreakerState {
+	switch s {
+	case gobreaker.StateOpen:
+		return observe.BreakerOpen
+	case gobreaker.StateHalfOpen:
+		return observe.BreakerHalfOpen
+	}
+	return observe.BreakerClosed
+}
+
+// refusal is the cause of an attempt or a call the breaker refused. Its
+// values are immutable (no exported field), so every call can share them.
+type refusal struct {
+	state error
+	msg   string
+}
+
+// The causes of the breaker's refusals: open, half-open with every probe
+// taken, or forced open by an operator. Each matches [ErrOpen] and wraps
+// gobreaker's error.
+var (
+	Open       error = &refusal{gobreaker.ErrOpenState, "circuit open"}
+	ProbesBusy error = &refusal{gobreaker.ErrTooManyRequests, "circuit half-open, every probe taken"}
+	ForcedOpen error = &refusal{gobreaker.ErrOpenState, "circuit forced open by an operator"}
+)
+
+func (r *refusal) Error() string { return r.msg }
+
+// Is makes the refusal match ErrOpen; Unwrap, gobreaker's error. Neither
+// allocates.
+func (r *refusal) Is(target error) bool { return target == ErrOpen }
+func (r *refusal) Unwrap() error        { return r.state }

@@ -1,0 +1,85 @@
+// Package refusal makes the response with which registry.HTTPClient
+// answers a call it refused before sending anything: a 503 that every
+// SDK family stops on. It is internal: the registry documents the
+// response (registry.RefusedHeader).
+package refusal
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+)
+
+// The headers that mark a refusal: the reason, and the system.
+const (
+	Header       = "X-Outbound-Refused"
+	SystemHeader = "X-Outbound-System"
+)
+
+// Reason is what a refusal response says: the system, the reason
+// ("breaker-open"), the error's text, and the Retry-After to send ("":
+// none).
+type Reason struct {
+	System, Reason, Message, RetryAfter string
+}
+
+// Response is the answer to req, refused for r: 503 Service Unavailable
+// with
+//
+//	X-Should-Retry: false        (openai-go and other Stainless SDKs)
+//	Stripe-Should-Retry: false   (stripe-go)
+//	X-Outbound-Refused: <reason>
+//	X-Outbound-System: <system>
+//	Retry-After: r.RetryAfter, when set
+//	Content-Type: application/problem+json
+//
+// and the body
+//
+//	{"type":"urn:outbound:refused:<reason>","title":"refused by outbound: <reason>",
+//	 "status":503,"detail":<message>,"system":<system>,"reason":<reason>,
+//	 "error":{"type":"outbound_refused","code":<reason>,"message":<message>}}
+//
+// The body says why twice over. It is a problem detail (RFC 9457), the
+// HTTP way, with one extension member, "error", in the shape most APIs
+// and their SDKs use for errors. The second is not decoration: an SDK
+// that cannot read an error body as its own shape may take it for a
+// network failure and retry it whatever the headers say (stripe-go does),
+// so the one shape every SDK family reads is the one that stops them all.
+func Response(req *http.Request, r Reason) *http.Response {
+	h := make(http.Header, 8)
+	h["Content-Type"] = []string{"application/problem+json"}
+	h["X-Should-Retry"] = []string{"false"}
+	h["Stripe-Should-Retry"] = []string{"false"}
+	h[Header] = []string{r.Reason}
+	h[SystemHeader] = []string{r.System}
+	if r.RetryAfter != "" {
+		h["Retry-After"] = []string{r.RetryAfter}
+	}
+	type apiError struct {
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	b, _ := json.Marshal(struct {
+		Type   string   `json:"type"`
+		Title  string   `json:"title"`
+		Status int      `json:"status"`
+		Detail string   `json:"detail"`
+		System string   `json:"system"`
+		Reason string   `json:"reason"`
+		Error  apiError `json:"error"`
+	}{"urn:outbound:refused:" + r.Reason, "refused by outbound: " + r.Reason, http.StatusServiceUnavailable,
+		r.Message, r.System, r.Reason, apiError{"outbound_refused", r.Reason, r.Message}})
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	return &http.Response{
+		Status:     "503 Service Unavailable",
+		StatusCode: http.StatusServiceUnavailable,
+		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        h,
+		Body:          io.NopCloser(bytes.NewReader(b)),
+		ContentLength: int64(len(b)),
+		Request:       req,
+	}
+}

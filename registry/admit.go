@@ -1,0 +1,125 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/outbound-go/outbound/bulkhead"
+	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/internal/breaker"
+	"github.com/outbound-go/outbound/internal/origin"
+	"github.com/outbound-go/outbound/internal/request"
+	"github.com/outbound-go/outbound/internal/stream"
+	"github.com/outbound-go/outbound/observe"
+	"github.com/sony/gobreaker/v2"
+)
+
+// This file is the entry of a call: the refusals that cost no I/O, the
+// bulkhead and budget stages, and the request of the first hop.
+
+// refuse fails a call that cannot run, before the bulkhead: a closed
+// registry, a path that climbs above BASE_URL, an absolute URL of another
+// origin, a spent budget, an open breaker. It costs no I/O, no goroutine
+// and one allocation (the caller's own error).
+func (c *Client) refuse(req *http.Request) error {
+	switch {
+	case c.closed.Load():
+		return &Error{System: c.name, Op: observe.OpClosed, Err: ErrClosed}
+	case req.URL != nil && req.URL.Host == "" && origin.EscapesBase(req.URL.Path):
+		return &Error{System: c.name, Op: observe.OpRequest, Method: req.Method, Err: ErrPathEscapesBase}
+	case req.URL != nil && req.URL.Host != "" && !origin.Same(req.URL, c.base):
+		return &Error{System: c.name, Op: observe.OpRequest, Method: req.Method, URL: redactedURL(req),
+			Err: &originError{got: origin.String(req.URL), base: origin.String(c.base)}}
+	}
+	ctx := req.Context()
+	if err := capbudget.Check(ctx, capbudget.DefaultReserve); err != nil {
+		// A deadline that passed (whatever its cause) is a spent budget;
+		// only a cancellation is the caller giving up.
+		if ctx.Err() == context.Canceled {
+			return c.refused(req, observe.OpCanceled, err)
+		}
+		return c.refused(req, observe.OpBudget, capbudget.ErrExhausted)
+	}
+	if c.cb.State() == gobreaker.StateOpen {
+		return c.refused(req, observe.OpBreaker, breaker.Open)
+	}
+	return nil
+}
+
+// admit is the bulkhead stage: one permit, waiting at most
+// BULKHEAD_MAX_WAIT, in the body that will carry it back, with the
+// call's capped context from the budget stage (budget). When the bulkhead
+// waits, the wait counts against CALL_TIMEOUT: the deadline starts before
+// it. A caller that cancels while waiting is not refused by the bulkhead:
+// its error is its cancellation.
+func (c *Client) admit(req *http.Request) (*body, error) {
+	if c.cfg.BulkheadMaxWait == 0 {
+		if !c.bh.TryAcquire() {
+			return nil, c.refused(req, observe.OpBulkhead, bulkhead.ErrFull)
+		}
+		b, capped := c.budget(req.Context())
+		c.begin(b, req, capped)
+		return b, nil
+	}
+	b, capped := c.budget(req.Context())
+	if err := c.bh.Acquire(b.p.Ctx()); err != nil {
+		b.p.Stop()
+		b.p.End()
+		if errors.Is(err, bulkhead.ErrFull) {
+			return nil, c.refused(req, observe.OpBulkhead, err)
+		}
+		return nil, c.refused(req, observe.OpCanceled, err)
+	}
+	c.begin(b, req, capped)
+	return b, nil
+}
+
+// budget is the budget stage: the call's deadline is CALL_TIMEOUT, or
+// the caller's remaining budget less the reserve if that is sooner
+// (capped), in the capped context (callCtx) of the body that will carry
+// the permit.
+func (c *Client) budget(ctx context.Context) (_ *body, capped bool) {
+	b := &body{}
+	d, cause := c.cfg.CallTimeout, capbudget.ErrCallTimeout
+	if rem, ok := capbudget.Remaining(ctx, capbudget.DefaultReserve); ok && rem < d {
+		d, cause, capped = rem, capbudget.ErrExhausted, true
+	}
+	b.p.Start(&c.owner, ctx, d, cause)
+	return b, capped
+}
+
+// begin starts an admitted call: its counters, its retry throttle's
+// deposit, a stream's own timer (WithStream) in place of CALL_TIMEOUT,
+// and the watch that gives the permit back when the caller's context
+// ends.
+func (c *Client) begin(b *body, req *http.Request, capped bool) {
+	c.stats.calls.Add(1)
+	if capped {
+		c.stats.capped.Add(1)
+	}
+	now := time.Now()
+	c.throttle.Call(now)
+	if idle, ok := stream.Idle(req.Context()); ok {
+		b.p.StartStream(stream.Start(req.Context(), c.cfg.CallTimeout, idle))
+	}
+	b.p.Watch(req.Context())
+	b.call = call{c: c, ctx: b.p.Ctx()}
+	b.call.attempt.call = &b.call
+	if c.timed {
+		b.call.start = now
+	}
+}
+
+// prepare makes the call's copy of req for its first hop, under the
+// call's capped context (internal/request), or fails the call on a
+// request http.Client would refuse too.
+func (c *Client) prepare(req *http.Request, cl *call) error {
+	r2, budgeted, err := request.First(cl.ctx, req, c.base, c.cfg.OmitTimeBudget)
+	if err != nil {
+		return cl.fail(observe.OpRequest, 0, err)
+	}
+	cl.req, cl.budgeted, cl.fresh = r2, budgeted, budgeted
+	return nil
+}

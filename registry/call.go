@@ -1,0 +1,99 @@
+package registry
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/outbound-go/outbound/observe"
+)
+
+// call is one call on its way through the pipeline: what its stages read
+// and write, from the entry to the response headers (or the error). It
+// lives inside the call's response body (body.go), with the permit and
+// the first attempt, so that a call costs one allocation for all three.
+type call struct {
+	c     *Client
+	req   *http.Request   // the request of the current hop, under ctx
+	ctx   context.Context // the call's capped context (the admit stage's)
+	start time.Time       // when the call was admitted; zero unless c.timed
+	// budgeted: the attempts of the current hop carry X-Time-Budget (the
+	// system receives one, the call has a deadline, the hop goes to the
+	// system's origin); fresh: req's was set a moment ago, in a header
+	// map of its own, so the first attempt need not copy req again.
+	budgeted, fresh bool
+	// replayable: the current hop's request may be sent more than once
+	// (retried, hedged): a safe method or an Idempotency-Key, and a body
+	// that can be produced again.
+	replayable bool
+	attempt    attempt // the attempts of the call, one after the other
+}
+
+// attempt is one request sent on behalf of a call: a first attempt, a
+// retry, or a copy sent by hedging. A stage fills in its result.
+type attempt struct {
+	call *call
+	req  *http.Request
+	n    int       // 1 for the first attempt of its hop
+	last bool      // no attempt may follow: a failure gives up
+	t0   time.Time // when it went; zero unless the client is timed
+
+	resp  *http.Response
+	op    observe.Op    // what ended it without a response; 0 with one
+	err   error         // nil with a response
+	avail time.Duration // the time it had before its deadline; -1: none
+}
+
+// reset makes a ready for attempt n of its call, with req.
+func (a *attempt) reset(req *http.Request, n int, last bool) {
+	*a = attempt{call: a.call, req: req, n: n, last: last, avail: -1}
+}
+
+// The stages. Each is a type built once per client (newClient) that holds
+// the next stage, and has one method that takes the call, or one of its
+// attempts, and hands it on. A stage whose setting is off is not built.
+type (
+	// callStage handles one hop of a call: the redirect, adaptive and
+	// retry stages.
+	callStage interface {
+		handle(*call) (*http.Response, error)
+	}
+	// attemptStage sends one attempt and fills in its result: the hedge,
+	// report, breaker, rate, fault and transport stages.
+	attemptStage interface {
+		send(*attempt)
+	}
+)
+
+// call runs one call through the pipeline, outer to inner: the fast
+// refusals (refuse), the bulkhead and the budget (admit), the request of
+// the first hop (prepare), then the system's chain of call stages. The
+// response's body carries the permit back (body.go).
+func (c *Client) call(req *http.Request) (*http.Response, error) {
+	if err := c.refuse(req); err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	b, err := c.admit(req)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	cl := &b.call
+	if err := c.prepare(req, cl); err != nil {
+		b.p.Done()
+		return nil, err
+	}
+	resp, err := c.chain.handle(cl)
+	if err != nil {
+		b.p.Done()
+		return nil, err
+	}
+	return b.wrap(resp), nil
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
