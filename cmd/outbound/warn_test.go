@@ -49,7 +49,7 @@ func TestCheckWarnsOnExpiringCertificate(t *testing.T) {
 	}
 }
 
-// An unreachable fleet Redis is a warning, not a problem (issue #13):
+// An unreachable fleet Redis is a warning, not a problem:
 // pods start and run local. The password never shows.
 func TestCheckWarnsOnUnreachableFleetRedis(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -370,10 +370,11 @@ func TestDeployment(t *testing.T) {
 	}
 }
 
-// Issue 10 item 17: the README describes the ConfigMap as it is. Every
-// value but OUTBOUND_SYSTEMS is commented out, so the README must say so
-// and must not claim that the ConfigMap pins the baseline values.
-func TestIssue10ReadmeMatchesConfigMap(t *testing.T) {
+// TestReadmeSaysTheConfigMapValuesAreCommentedOut: the README describes
+// the ConfigMap as it is. Every value but OUTBOUND_SYSTEMS is commented
+// out, so the README must say so and must not claim that the ConfigMap
+// pins the baseline values.
+func TestReadmeSaysTheConfigMapValuesAreCommentedOut(t *testing.T) {
 	cm, err := os.ReadFile("configmap.yaml")
 	if err != nil {
 		t.Fatal(err)

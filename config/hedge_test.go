@@ -1,8 +1,5 @@
 package config_test
 
-// Issue 14: the hedging settings, validated in the same report as the
-// rest.
-
 import (
 	"testing"
 	"time"
@@ -10,7 +7,9 @@ import (
 	"github.com/outbound-go/outbound/config"
 )
 
-func TestIssue14HedgeRules(t *testing.T) {
+// TestHedgeRules: each bad hedging setting is one problem of the startup
+// report, on its own variable.
+func TestHedgeRules(t *testing.T) {
 	t.Parallel()
 	runRuleCases(t, []ruleCase{
 		{name: "delay at read timeout", env: map[string]string{"HEDGE_DELAY": "10s"}, wantVar: "HEDGE_DELAY",
@@ -30,7 +29,9 @@ func TestIssue14HedgeRules(t *testing.T) {
 	})
 }
 
-func TestIssue14HedgeValid(t *testing.T) {
+// TestHedgeValidValues: off, durations below READ_TIMEOUT and
+// percentiles p50..p99.9 load, and ParseHedgeDelay reads them.
+func TestHedgeValidValues(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"0", "20ms", "9.999s", "p50", "p95", "p99", "p99.9", " p95 "} {
 		if _, probs := loadPayments(t, config.Client{}, map[string]string{"HEDGE_DELAY": v, "HEDGE_MAX": "3"}); len(probs) != 0 {
