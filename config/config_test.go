@@ -188,7 +188,7 @@ func TestSingleFieldRules(t *testing.T) {
 			exact: "PAYMENTS_BASE_URL=ftp://x: must be an absolute http or https URL (e.g. https://payments.internal:8443/v1)"},
 		{name: "base url without scheme", env: map[string]string{"BASE_URL": "payments.internal"}, wantVar: "BASE_URL", wantRule: "absolute http or https URL"},
 		{name: "base url mailto", env: map[string]string{"BASE_URL": "mailto:ops@example.com"}, wantVar: "BASE_URL", wantRule: "absolute http or https URL"},
-		{name: "base url host:port without scheme", env: map[string]string{"BASE_URL": "localhost:8080"}, wantVar: "BASE_URL", wantRule: "absolute http or https URL"},
+		{name: "base url host:port without scheme", env: map[string]string{"BASE_URL": "localhost:8080"}, wantVar: "BASE_URL", wantRule: "the scheme is missing: start it with https:// or http://"},
 		{name: "base url no host", env: map[string]string{"BASE_URL": "https://"}, wantVar: "BASE_URL", wantRule: "must name a host"},
 		{name: "base url port only", env: map[string]string{"BASE_URL": "https://:8443/v1"}, wantVar: "BASE_URL", wantRule: "must name a host"},
 		{name: "base url fragment", env: map[string]string{"BASE_URL": "https://h/v1#top"}, wantVar: "BASE_URL", wantRule: "must not have a fragment"},

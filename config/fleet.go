@@ -58,11 +58,9 @@ func (f Fleet) problems(src Source) []Problem {
 	var probs []Problem
 	if f.RedisURL != "" {
 		if msg := redisURLProblem(f.RedisURL); msg != "" {
-			shown := f.RedisURL
-			if strings.ContainsAny(shown, "@?#") { // credentials may be in there
-				shown = redact.BaseURL(shown)
-			}
-			probs = append(probs, Problem{Var: FleetRedisURLVar, Value: shown, Source: src, Rule: msg})
+			// Shown only as far as a password can be told apart from
+			// the rest: a bare password pasted by mistake never is.
+			probs = append(probs, Problem{Var: FleetRedisURLVar, Value: redact.BaseURL(f.RedisURL), Source: src, Rule: msg})
 		}
 	}
 	switch {
@@ -80,6 +78,8 @@ func (f Fleet) problems(src Source) []Problem {
 func redisURLProblem(s string) string {
 	u, err := url.Parse(s)
 	switch {
+	case redact.IsHostPort(s):
+		return "the scheme is missing: start it with redis:// or rediss://"
 	case err != nil || redact.UserinfoOutsideAuthority(s):
 		return "not a URL: if the password holds '/', '?', '#', '@' or '%', percent-encode them (%2F, %3F, %23, %40, %25)"
 	case u.Scheme != "redis" && u.Scheme != "rediss":

@@ -354,3 +354,60 @@ func TestLoadedPrintRedacts(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretVariableShowsOnlyWhatItCanRedact: the value of a secret
+// variable (BASE_URL, OUTBOUND_FLEET_REDIS_URL) is shown only when it
+// parses as a URL whose password can be hidden, or is a bare host and
+// port. A password pasted alone, or after a scheme without "//", is
+// never echoed: not in the problem, the summary, Vars, the printed
+// forms nor JSON.
+func TestSecretVariableShowsOnlyWhatItCanRedact(t *testing.T) {
+	t.Parallel()
+	const pw = "S3cret"
+	for _, v := range []string{pw, ":" + pw, "redis:" + pw, "rediss:" + pw, "https:" + pw, "user:" + pw + "@", pw + "@", "redis:/" + pw,
+		"redis:" + pw + "?x", "%zz" + pw, "redis:" + pw + ":6379", "[" + pw, pw + " with spaces"} {
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			_, err := config.LoadEnv(map[string]string{
+				"PAYMENTS_BASE_URL":      v,
+				config.FleetRedisURLVar:  v,
+				config.FleetNamespaceVar: "checkout",
+			}, config.System{Name: "payments"})
+			probs := problemsOf(t, err)
+			for _, name := range []string{"PAYMENTS_BASE_URL", config.FleetRedisURLVar} {
+				p, ok := findVar(probs, name)
+				if !ok {
+					t.Errorf("%s=%q not refused:%s", name, v, dump(probs))
+					continue
+				}
+				assertNoSecrets(t, name+" problem", p.Error(), pw)
+			}
+			assertNoSecrets(t, "report", err.Error(), pw)
+			assertNoSecrets(t, "Fleet", fmt.Sprintf("%v %+v %#v", config.Fleet{RedisURL: v}, config.Fleet{RedisURL: v}, config.Fleet{RedisURL: v}), pw)
+			c := config.Baseline()
+			c.BaseURL = v
+			js, _ := json.Marshal(c)
+			assertNoSecrets(t, "Client", fmt.Sprintf("%v %+v %#v %s", c, c, c, js), pw)
+		})
+	}
+}
+
+// TestHostAndPortAreNoSecret: a BASE_URL written as host:port, its scheme
+// forgotten, is shown as written (a host and a port are no secret), and
+// the problem says that the scheme is missing.
+func TestHostAndPortAreNoSecret(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"pay.internal:8443", "pay.internal:8443/v1", "10.0.0.7:80", "[::1]:8443"} {
+		_, probs := loadPayments(t, config.Client{}, map[string]string{"BASE_URL": v})
+		want := "PAYMENTS_BASE_URL=" + v + ": the scheme is missing: start it with https:// or http://"
+		if len(probs) != 1 || probs[0].Error() != want {
+			t.Errorf("BASE_URL=%s:%s\nwant\n\t%s", v, dump(probs), want)
+		}
+	}
+	_, err := config.LoadEnv(map[string]string{
+		"PAYMENTS_BASE_URL": goodURL, config.FleetRedisURLVar: "redis.internal:6379", config.FleetNamespaceVar: "checkout",
+	}, config.System{Name: "payments"})
+	if p, _ := findVar(problemsOf(t, err), config.FleetRedisURLVar); p.Value != "redis.internal:6379" || !strings.Contains(p.Rule, "scheme is missing") {
+		t.Errorf("%s=redis.internal:6379: got %q, want the value shown and the scheme said missing", config.FleetRedisURLVar, p.Error())
+	}
+}

@@ -331,6 +331,8 @@ func baseURLProblem(s string) string {
 	}
 	u, err := url.Parse(s)
 	switch {
+	case redact.IsHostPort(s):
+		return "the scheme is missing: start it with https:// or http://"
 	case err != nil && strings.Contains(s, "@"):
 		return "not a URL: if the password holds '/', '?', '#', '@' or '%', percent-encode them (%2F, %3F, %23, %40, %25)"
 	case err != nil:
