@@ -52,7 +52,7 @@ type Loaded struct {
 	Client Client
 
 	sources  []Source // by field index
-	raw      []string // the environment's text, by field index; "" when not from env
+	raw      []string // the environment's text (redacted), by field index; nil once the settings are edited
 	defaults Client   // System.Defaults, for Vars
 	valid    bool     // Load found no problem with this system
 	checked  Client   // the settings Load validated
@@ -78,11 +78,13 @@ func (l Loaded) Ignored() []string { return slices.Clone(l.ignored) }
 // Settings changed after Load (l.Client edited) are not valid either.
 func (l Loaded) Valid() bool { return l.valid && l.Client == l.checked }
 
-// shown returns how a problem shows the value of field f: as the operator
-// typed it when it came from the environment ("70s", not "1m10s"),
-// otherwise formatted; secrets redacted either way.
+// shown returns how the value of field f is shown (problems, Vars,
+// Summary): as the operator typed it when it came from the environment
+// ("70s", not "1m10s"; "abc" for a value that did not parse, not the
+// default it left in place), otherwise formatted; secrets redacted either
+// way.
 func (l *Loaded) shown(f *field) string {
-	if f.index < len(l.raw) && l.raw[f.index] != "" {
+	if l.raw != nil && l.sources[f.index] == FromEnv {
 		return l.raw[f.index] // redacted when stored
 	}
 	return f.format(reflect.ValueOf(l.Client).Field(f.index))
@@ -379,7 +381,7 @@ func Revalidate(l Loaded) (Loaded, error) {
 		return l, &Error{Problems: []Problem{{System: l.Name, Var: "code", Value: l.Name,
 			Rule: "settings not loaded by config.Load or config.LoadCode"}}}
 	}
-	l.raw = make([]string, len(fields().all)) // the environment's text no longer applies
+	l.raw = nil // the environment's text no longer applies
 	probs := check(&l, nil)
 	probs = append(probs, l.faultGuard()...)
 	tlsProbs, warns, files := checkTLSFiles(&l, nil, time.Now())

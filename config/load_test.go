@@ -122,3 +122,39 @@ func TestLoadIsLoadEnvOfTheProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestVarsShowTheValueAsGiven: a variable that did not parse is shown as
+// given, not as the default it left in place, in Vars (and so in `outbound
+// check --json`) and in the summary line; an empty value is shown empty.
+func TestVarsShowTheValueAsGiven(t *testing.T) {
+	t.Parallel()
+	ls, err := config.LoadEnv(map[string]string{
+		"PAYMENTS_BASE_URL":        "https://u:s3cret@pay.internal/v1",
+		"PAYMENTS_READ_TIMEOUT":    "abc",
+		"PAYMENTS_MAX_CONCURRENT":  "lots",
+		"PAYMENTS_CONNECT_TIMEOUT": "",
+		"PAYMENTS_RETRIES":         "1",
+	}, config.System{Name: "payments"})
+	if err == nil || len(ls) != 1 {
+		t.Fatalf("LoadEnv: %d systems, err %v; want payments with problems", len(ls), err)
+	}
+	got := map[string]config.Var{}
+	for _, v := range ls[0].Vars() {
+		got[v.Name] = v
+	}
+	for name, want := range map[string]string{
+		"PAYMENTS_BASE_URL":        "https://REDACTED@pay.internal/v1",
+		"PAYMENTS_READ_TIMEOUT":    "abc",
+		"PAYMENTS_MAX_CONCURRENT":  "lots",
+		"PAYMENTS_CONNECT_TIMEOUT": "",
+		"PAYMENTS_RETRIES":         "1",
+		"PAYMENTS_CALL_TIMEOUT":    "15s",
+	} {
+		if v := got[name]; v.Value != want {
+			t.Errorf("Vars %s = %q (source %s), want %q", name, v.Value, v.Source, want)
+		}
+	}
+	if s := ls[0].Summary(); !strings.Contains(s, " read=abc ") || !strings.Contains(s, " max_concurrent=lots ") || !strings.Contains(s, " connect= ") {
+		t.Errorf("Summary() = %q, want read=abc, max_concurrent=lots and connect= (as given)", s)
+	}
+}

@@ -229,3 +229,31 @@ func TestCheckListsForeignVariables(t *testing.T) {
 		t.Errorf("a value of a foreign variable is shown:\n%s", out)
 	}
 }
+
+// TestCheckJSONShowsTheValueAsGiven: a variable that did not parse is
+// reported in --json as given (the default it left in place is not what
+// the operator wrote), a secret one redacted.
+func TestCheckJSONShowsTheValueAsGiven(t *testing.T) {
+	cleanEnv(t, badEnv...)
+	_, out, _ := runOut(t, "check", "--json")
+	var r checkReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("decode: %v\n%s", err, out)
+	}
+	got := map[string]string{}
+	for _, s := range r.Systems {
+		for _, v := range s.Vars {
+			got[v.Name] = v.Value
+		}
+	}
+	for name, want := range map[string]string{
+		"INVENTORY_READ_TIMEOUT":     "abc",
+		"INVENTORY_RETRIES":          "99",
+		"INVENTORY_FOLLOW_REDIRECTS": "sometimes",
+		"PAYMENTS_BASE_URL":          "https://REDACTED@pay.internal/v1?token=REDACTED",
+	} {
+		if got[name] != want {
+			t.Errorf("--json shows %s = %q, want %q", name, got[name], want)
+		}
+	}
+}
