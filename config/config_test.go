@@ -615,14 +615,6 @@ func TestErrorsAsIs(t *testing.T) {
 	}
 }
 
-func TestNoSystems(t *testing.T) {
-	t.Parallel()
-	ls, err := config.Load()
-	if err != nil || len(ls) != 0 {
-		t.Errorf("Load() = %v, %v; want nothing, nil", ls, err)
-	}
-}
-
 func TestProblemRendering(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

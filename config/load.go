@@ -237,7 +237,52 @@ func declareSystems(env map[string]string, systems []System) *declarations {
 		d.add(s, "code")
 	}
 	d.addList(env[SystemsVar], systems)
+	if len(d.systems) == 0 && len(d.probs) == 0 {
+		d.probs = append(d.probs, noSystemProblem(env))
+	}
 	return d
+}
+
+// maxFoundShown bounds the BASE_URL variables a "no system declared"
+// problem names.
+const maxFoundShown = 5
+
+// noSystemProblem is the problem of a load that declares no system at
+// all: a registry without clients is a configuration error, not an empty
+// success. It names the <SYSTEM>_BASE_URL variables of env (nil: a
+// LoadCode, which reads none), the systems the operator likely meant.
+func noSystemProblem(env map[string]string) Problem {
+	p := Problem{Var: SystemsVar, Source: FromBaseline}
+	if v, set := env[SystemsVar]; set {
+		p.Value, p.Source = strings.TrimSpace(v), FromEnv
+	}
+	if env == nil {
+		p.Rule = "no system declared: pass at least one config.System (LoadCode reads no environment)"
+		return p
+	}
+	var found, names []string
+	for k := range env {
+		prefix, ok := strings.CutSuffix(k, "_BASE_URL")
+		if name := strings.ReplaceAll(strings.ToLower(prefix), "_", "-"); ok && Prefix(name) == prefix && checkName(name) == "" {
+			found, names = append(found, k), append(names, name)
+		}
+	}
+	switch {
+	case len(found) == 0:
+		p.Rule = "no system declared: set " + SystemsVar + " (e.g. " + SystemsVar + "=payments,inventory) or declare a config.System in code, and give each system its <SYSTEM>_BASE_URL"
+		return p
+	case len(found) == 1:
+		p.Rule = fmt.Sprintf("no system declared: set %s=%s or declare config.System{Name: %q} in code", SystemsVar, names[0], names[0])
+	default:
+		slices.Sort(found)
+		slices.Sort(names)
+		p.Rule = fmt.Sprintf("no system declared: set %s=%s or declare each in code (config.System{Name: %q})", SystemsVar, strings.Join(names, ","), names[0])
+	}
+	if len(found) > maxFoundShown {
+		found = append(found[:maxFoundShown], "…")
+	}
+	p.Rule += "; found " + strings.Join(found, ", ")
+	return p
 }
 
 // add declares s, found in where ("code" or OUTBOUND_SYSTEMS), unless its

@@ -158,3 +158,45 @@ func TestVarsShowTheValueAsGiven(t *testing.T) {
 		t.Errorf("Summary() = %q, want read=abc, max_concurrent=lots and connect= (as given)", s)
 	}
 }
+
+// TestNoSystemDeclaredIsAProblem: with OUTBOUND_SYSTEMS unset and no
+// system declared in code, a load used to succeed with nothing in it, and
+// a service then called a client that did not exist. It is a problem now,
+// on OUTBOUND_SYSTEMS, that names the BASE_URL variables of the systems
+// the environment seems to mean.
+func TestNoSystemDeclaredIsAProblem(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // the whole Problem.Error()
+	}{
+		{"one base url", map[string]string{"INVENTORY_BASE_URL": "http://inventory.internal", "INVENTORY_RETRIES": "1"},
+			`OUTBOUND_SYSTEMS (unset): no system declared: set OUTBOUND_SYSTEMS=inventory or declare config.System{Name: "inventory"} in code; found INVENTORY_BASE_URL`},
+		{"two base urls", map[string]string{"PAYMENTS_BASE_URL": goodURL, "ORDER_HISTORY_BASE_URL": "http://oh", "OUTBOUND_BASE_URL": "x", "lower_BASE_URL": "x", "_BASE_URL": "x"},
+			`OUTBOUND_SYSTEMS (unset): no system declared: set OUTBOUND_SYSTEMS=order-history,payments or declare each in code (config.System{Name: "order-history"}); found ORDER_HISTORY_BASE_URL, PAYMENTS_BASE_URL`},
+		{"nothing", map[string]string{"HOME": "/root"},
+			`OUTBOUND_SYSTEMS (unset): no system declared: set OUTBOUND_SYSTEMS (e.g. OUTBOUND_SYSTEMS=payments,inventory) or declare a config.System in code, and give each system its <SYSTEM>_BASE_URL`},
+		{"empty list", map[string]string{config.SystemsVar: " ", "INVENTORY_BASE_URL": "http://inventory.internal"},
+			`OUTBOUND_SYSTEMS=: no system declared: set OUTBOUND_SYSTEMS=inventory or declare config.System{Name: "inventory"} in code; found INVENTORY_BASE_URL`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ls, err := config.LoadEnv(tc.env)
+			probs := problemsOf(t, err)
+			if len(ls) != 0 || len(probs) != 1 || probs[0].Error() != tc.want {
+				t.Fatalf("LoadEnv: %d systems, problems:%s\nwant:\n\t%s", len(ls), dump(probs), tc.want)
+			}
+		})
+	}
+	// A list whose every entry is bad is reported entry by entry, once.
+	_, err := config.LoadEnv(map[string]string{config.SystemsVar: "Bad"})
+	if probs := problemsOf(t, err); len(probs) != 1 || !strings.Contains(probs[0].Rule, `entry "Bad"`) {
+		t.Errorf("OUTBOUND_SYSTEMS=Bad:%s\nwant the bad entry alone", dump(probs))
+	}
+	// LoadCode reads no environment: it says to declare a system in code.
+	_, err = config.LoadCode()
+	if probs := problemsOf(t, err); len(probs) != 1 || !strings.Contains(probs[0].Rule, "no system declared: pass at least one config.System") {
+		t.Errorf("LoadCode():%s", dump(probs))
+	}
+}
