@@ -17,11 +17,11 @@ import (
 const (
 	// FleetRedisURLVar names the fleet's Redis: a redis:// or rediss://
 	// URL, its password redacted in every report. Systems with
-	// BREAKER_SCOPE=fleet need it.
+	// BREAKER_SCOPE=fleet or RATE_SCOPE=fleet need it.
 	FleetRedisURLVar = "OUTBOUND_FLEET_REDIS_URL"
 	// FleetNamespaceVar names the service in the fleet's keys, so that two
-	// services sharing one Redis never share a breaker. Required with
-	// OUTBOUND_FLEET_REDIS_URL.
+	// services sharing one Redis never share a breaker or a quota.
+	// Required with OUTBOUND_FLEET_REDIS_URL.
 	FleetNamespaceVar = "OUTBOUND_FLEET_NAMESPACE"
 )
 
@@ -66,7 +66,7 @@ func (f Fleet) problems(src Source) []Problem {
 	switch {
 	case f.Namespace == "" && f.RedisURL != "":
 		probs = append(probs, Problem{Var: FleetNamespaceVar, Source: FromBaseline,
-			Rule: namespaceNeeded + ": name the service (e.g. checkout), so that two services on one Redis never share a breaker"})
+			Rule: namespaceNeeded + ": name the service (e.g. checkout), so that two services on one Redis never share a breaker or a quota"})
 	case f.Namespace != "" && !namespaceRE.MatchString(f.Namespace):
 		probs = append(probs, Problem{Var: FleetNamespaceVar, Value: f.Namespace, Source: src,
 			Rule: "must be " + namespaceShape})

@@ -60,7 +60,7 @@ type Loaded struct {
 	tls      tlsState // what Load read from the TLS files
 	faultsOn bool     // OUTBOUND_FAULTS=on: the fault settings may inject
 	// fleetRedis: the load has a fleet Redis (OUTBOUND_FLEET_REDIS_URL),
-	// which BREAKER_SCOPE=fleet needs.
+	// which BREAKER_SCOPE=fleet and RATE_SCOPE=fleet need.
 	fleetRedis bool
 }
 

@@ -94,6 +94,9 @@ func (l Loaded) Summary() string {
 	if c.HedgeDelay != "0" {
 		kv("hedge", v("HedgeDelay")+" x"+v("HedgeMax"))
 	}
+	if r := c.Rate(); r.Limited() {
+		kv("rate", v("RateLimit")+" burst "+strconv.Itoa(r.Burst)+" "+v("RateScope")+" wait "+v("RateMaxWait"))
+	}
 	if c.TLSCertFile != "" {
 		kv("mtls", "on")
 	}

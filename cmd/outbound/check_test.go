@@ -257,3 +257,30 @@ func TestCheckJSONShowsTheValueAsGiven(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckShowsTheRateLimit: check shows a system's rate limit on its
+// line (the burst derived when RATE_BURST is 0) and in --json, and names
+// every bad rate variable.
+func TestCheckShowsTheRateLimit(t *testing.T) {
+	cleanEnv(t, append(slices.Clone(goodEnv), "PAYMENTS_RATE_LIMIT", "200/s", "PAYMENTS_RATE_MAX_WAIT", "20ms")...)
+	code, out, errOut := runOut(t, "check")
+	if code != exitOK || !strings.Contains(out, " rate=200/s burst 10 local wait 20ms") {
+		t.Fatalf("exit %d, want 0 and the rate limit on payments' line:\n%s%s", code, out, errOut)
+	}
+	_, out, _ = runOut(t, "check", "--json")
+	if !strings.Contains(out, `"name": "PAYMENTS_RATE_LIMIT",`) || !strings.Contains(out, `"value": "200/s",`) {
+		t.Errorf("--json does not show PAYMENTS_RATE_LIMIT=200/s:\n%s", out)
+	}
+
+	cleanEnv(t, append(slices.Clone(goodEnv), "PAYMENTS_RATE_LIMIT", "200/sec", "INVENTORY_RATE_BURST", "5",
+		"INVENTORY_RATE_SCOPE", "fleet", "PAYMENTS_RATE_MAX_WAIT", "1m")...)
+	code, out, _ = runOut(t, "check")
+	if code != exitInvalid {
+		t.Fatalf("exit %d, want %d:\n%s", code, exitInvalid, out)
+	}
+	for _, v := range []string{"PAYMENTS_RATE_LIMIT=200/sec: ", "INVENTORY_RATE_BURST=5: needs a rate limit", "INVENTORY_RATE_SCOPE=fleet: ", "PAYMENTS_RATE_MAX_WAIT=1m: must be < CALL_TIMEOUT"} {
+		if !strings.Contains(out, "\n  "+v) {
+			t.Errorf("output does not name %q:\n%s", v, out)
+		}
+	}
+}
