@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/config/configcheck"
+	"github.com/outbound-go/outbound/internal/checkcmd"
 )
 
 var goodEnv = []string{
@@ -45,16 +49,16 @@ func TestCheckGood(t *testing.T) {
 		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("got %d lines, want 3:\n%s", len(lines), out)
+	if len(lines) != 4 {
+		t.Fatalf("got %d lines, want 4 (two systems, the note, the summary):\n%s", len(lines), out)
 	}
 	for i, name := range testSystems {
 		if !strings.HasPrefix(lines[i], "ok   "+name+" ") {
 			t.Errorf("line %d = %q, want an ok line for %s", i, lines[i], name)
 		}
 	}
-	if lines[2] != "2 systems, 0 problems" {
-		t.Errorf("last line = %q", lines[2])
+	if lines[2] != "note: "+codeDefaultsNote || lines[3] != "2 systems, 0 problems" {
+		t.Errorf("last lines = %q, %q; want the note and the summary", lines[2], lines[3])
 	}
 	if errOut != "" {
 		t.Errorf("stderr: %q", errOut)
@@ -104,6 +108,7 @@ func TestCheckJSON(t *testing.T) {
 		} `json:"systems"`
 		Problems []config.Problem `json:"problems"`
 		Warnings []config.Problem `json:"warnings"`
+		Note     string           `json:"note"`
 	}
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
@@ -184,7 +189,7 @@ func TestCheckSystemFlag(t *testing.T) {
 
 	// A bad name given by flag is reported as --system, not as "code".
 	code, out, _ = runOut(t, "check", "--system", "Bad", "--system", "inventory")
-	if code != 1 || !strings.Contains(out, "\n  --system=Bad: ") || strings.Contains(out, "code") {
+	if code != 1 || !strings.Contains(out, "\n  --system=Bad: ") || strings.Contains(out, "code=") {
 		t.Errorf("exit %d:\n%s", code, out)
 	}
 }
@@ -236,7 +241,7 @@ func TestCheckListsForeignVariables(t *testing.T) {
 func TestCheckJSONShowsTheValueAsGiven(t *testing.T) {
 	cleanEnv(t, badEnv...)
 	_, out, _ := runOut(t, "check", "--json")
-	var r checkReport
+	var r checkcmd.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("decode: %v\n%s", err, out)
 	}
@@ -282,5 +287,61 @@ func TestCheckShowsTheRateLimit(t *testing.T) {
 		if !strings.Contains(out, "\n  "+v) {
 			t.Errorf("output does not name %q:\n%s", v, out)
 		}
+	}
+}
+
+// TestCheckSaysCodeDefaultsAreUnknown: outbound check validates against
+// the baseline; its report (text and --json) and its help say plainly
+// that a service's code defaults are unknown to it, and point to the
+// service's own check.
+func TestCheckSaysCodeDefaultsAreUnknown(t *testing.T) {
+	cleanEnv(t, goodEnv...)
+	_, out, _ := runOut(t, "check")
+	if !strings.Contains(out, "\nnote: defaults a service declares in code (config.System.Defaults) are unknown to outbound check") ||
+		!strings.Contains(out, "config/configcheck") {
+		t.Errorf("the report does not say that code defaults are unknown:\n%s", out)
+	}
+	_, out, _ = runOut(t, "check", "--json")
+	var r checkcmd.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil || r.Note != codeDefaultsNote {
+		t.Errorf("--json note = %q (%v), want %q", r.Note, err, codeDefaultsNote)
+	}
+	code, _, help := runOut(t, "check", "-h")
+	for _, want := range []string{"not the defaults a", "configcheck.Main(os.Args[2:], systems...)", "check-config"} {
+		if code != exitOK || !strings.Contains(help, want) {
+			t.Errorf("check -h: exit %d, no %q:\n%s", code, want, help)
+		}
+	}
+}
+
+// TestServiceCheckIsOutboundCheckWithCodeDefaults: a service's own check
+// (config/configcheck) prints the report of `outbound check`, text and
+// JSON, from the same code, without the note; with the service's code
+// defaults it fails what `outbound check` passes.
+func TestServiceCheckIsOutboundCheckWithCodeDefaults(t *testing.T) {
+	cleanEnv(t, badEnv...)
+	service := func(args []string, systems ...config.System) (int, string) {
+		var out, errb bytes.Buffer
+		code := configcheck.Command{Name: "svc check-config", Systems: systems, Stdout: &out, Stderr: &errb}.Run(t.Context(), args)
+		return code, out.String() + errb.String()
+	}
+	for _, args := range [][]string{nil, {"--json"}} {
+		gcode, gout, _ := runOut(t, append([]string{"check"}, args...)...)
+		scode, sout := service(args)
+		strip := strings.NewReplacer("note: "+codeDefaultsNote+"\n", "", ",\n  \"note\": \""+codeDefaultsNote+"\"", "")
+		if gcode != scode || strip.Replace(gout) != sout {
+			t.Errorf("check %q: outbound check (exit %d) and the service's check (exit %d) differ beyond the note:\n%s\n----\n%s", args, gcode, scode, gout, sout)
+		}
+	}
+
+	d := config.Baseline()
+	d.ReadTimeout = 20 * time.Second // a slow provider, declared in code
+	cleanEnv(t, config.SystemsVar, "payments", "PAYMENTS_BASE_URL", "https://pay.internal", "PAYMENTS_CALL_TIMEOUT", "15s")
+	if code, out, _ := runOut(t, "check"); code != exitOK {
+		t.Fatalf("outbound check: exit %d, want 0 (it knows the baseline 10s read only):\n%s", code, out)
+	}
+	code, out := service(nil, config.System{Name: "payments", Defaults: d})
+	if code != exitInvalid || !strings.Contains(out, "PAYMENTS_CALL_TIMEOUT=15s: must be >= CONNECT_TIMEOUT + READ_TIMEOUT + 1s (= 23s;") {
+		t.Errorf("the service's check: exit %d, want 1 naming PAYMENTS_CALL_TIMEOUT:\n%s", code, out)
 	}
 }
