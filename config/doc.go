@@ -59,6 +59,13 @@
 // Load reads the TLS files once, checks them and keeps what it read
 // ([Loaded.TLSFiles]) for the registry.
 //
+// The same report, without starting the service: `outbound check`
+// (cmd/outbound) prints it for systems declared by name, at the baseline;
+// a service prints it for the systems it declares in code, code defaults
+// included, from its own binary with package
+// github.com/outbound-go/outbound/config/configcheck (`myservice
+// check-config`). A load that declares no system at all is a problem.
+//
 // The timeout rules are strict: every timeout is > 0 (zero would mean
 // "never time out"), connect < read < call, call >= connect + read + 1s,
 // TLS handshake <= read, and read <= 60s, because a synchronous call that

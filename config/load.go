@@ -2,8 +2,9 @@ package config
 
 import (
 	"encoding/json"
-	"github.com/outbound-go/outbound/internal/redact"
 	"slices"
+
+	"github.com/outbound-go/outbound/internal/redact"
 
 	"fmt"
 	"log/slog"
@@ -397,13 +398,7 @@ func loadSystem(s System, env map[string]string, fleetRedis bool) (Loaded, []Pro
 		l.raw[i] = redactText(f, text)
 		if err := parseInto(cv.Field(f.index), f, text); err != "" {
 			bad[f.goName] = true
-			val := text
-			if f.typ == "url" {
-				val = redact.BaseURL(val)
-			} else if f.secret {
-				val = redacted
-			}
-			probs = append(probs, Problem{System: s.Name, Var: l.Prefix + "_" + f.suffix, Value: val, Source: FromEnv, Rule: err})
+			probs = append(probs, Problem{System: s.Name, Var: l.Prefix + "_" + f.suffix, Value: l.raw[i], Source: FromEnv, Rule: err})
 		}
 	}
 	probs = append(probs, check(&l, bad)...)
