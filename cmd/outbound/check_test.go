@@ -345,3 +345,16 @@ func TestServiceCheckIsOutboundCheckWithCodeDefaults(t *testing.T) {
 		t.Errorf("the service's check: exit %d, want 1 naming PAYMENTS_CALL_TIMEOUT:\n%s", code, out)
 	}
 }
+
+// TestCheckWithoutSystemsNamesTheBaseURLsFound: with no system declared,
+// check exits 2 and says how to declare the systems the environment
+// seems to mean, naming their BASE_URL variables.
+func TestCheckWithoutSystemsNamesTheBaseURLsFound(t *testing.T) {
+	cleanEnv(t, "INVENTORY_BASE_URL", "http://inventory.internal")
+	unsetEnv(t, config.SystemsVar)
+	code, out, errOut := runOut(t, "check")
+	want := "outbound check: no system declared: set OUTBOUND_SYSTEMS=inventory or declare config.System{Name: \"inventory\"} in code; found INVENTORY_BASE_URL (or pass --system NAME)\n"
+	if code != exitUsage || out != "" || errOut != want {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, out, errOut, want)
+	}
+}

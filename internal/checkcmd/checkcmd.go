@@ -81,10 +81,10 @@ func Run(ctx context.Context, o Options, args []string) int {
 	if code, ok := ParseFlags(fs, args); !ok {
 		return code
 	}
-	if len(o.Systems) == 0 && !Declared(flagged, o.env()) {
-		msg := "no system declared: set " + config.SystemsVar + " (e.g. " + config.SystemsVar + "=payments,inventory)"
+	if env := o.env(); len(o.Systems) == 0 && !Declared(flagged, env) {
+		msg := noSystem(env)
 		if o.SystemFlag {
-			msg += " or pass --system NAME"
+			msg += " (or pass --system NAME)"
 		}
 		fmt.Fprintln(o.Stderr, o.Name+": "+msg)
 		return ExitUsage
@@ -94,6 +94,21 @@ func Run(ctx context.Context, o Options, args []string) int {
 		return r.writeJSON(&o)
 	}
 	return r.writeText(&o)
+}
+
+// noSystem says that env declares no system, in config's words, which
+// name the <SYSTEM>_BASE_URL variables env holds.
+func noSystem(env map[string]string) string {
+	_, err := config.LoadEnv(env)
+	var cerr *config.Error
+	if errors.As(err, &cerr) {
+		for _, p := range cerr.Problems {
+			if p.Var == config.SystemsVar && strings.HasPrefix(p.Rule, "no system declared") {
+				return p.Rule
+			}
+		}
+	}
+	return "no system declared: set " + config.SystemsVar + " (e.g. " + config.SystemsVar + "=payments,inventory)"
 }
 
 // fill gives the nil fields their defaults.
