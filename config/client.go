@@ -17,8 +17,8 @@ import (
 // names NAME after the field (split_words: ConnectTimeout reads
 // CONNECT_TIMEOUT; an envconfig tag where an acronym would split wrongly).
 // Its rules are stated once, in its validate tag (validator/v10 syntax,
-// plus the custom tags baseurl, callbudget, fleetredis, hedgedelay and
-// httpsbase; see rules.go), and its TLS file kind in its file tag:
+// plus the custom tags baseurl, callbudget, fleetredis, hedgedelay,
+// httpsbase, needsrate and ratelimit; see rules.go), and its TLS file kind in its file tag:
 // validation, problem messages, `outbound env`, the generated ConfigMap
 // and the README's table are all derived from them. The baseline of each field is in [Baseline].
 type Client struct {
@@ -152,6 +152,35 @@ type Client struct {
 	// decides locally, and alone when Redis fails).
 	BreakerScope string `split_words:"true" validate:"oneof=local fleet,fleetredis" desc:"local: this pod's breaker decides alone; fleet: evidence and state shared with every pod over Redis"`
 
+	// RateLimit is the quota of requests sent to the system: "0" (the
+	// baseline: no limit) or a rate, N requests a second, a minute or an
+	// hour ("200/s", "6000/m", "1000/h"; N from 1 to [MaxRateEvents]).
+	// Every request that leaves counts: first attempts, retries, hedges
+	// and half-open probes each take a token. [Client.Rate] returns it
+	// parsed, with its burst.
+	RateLimit string `split_words:"true" validate:"ratelimit" desc:"requests sent to the system at most, per second, minute or hour (every attempt counts); 0 is no limit"`
+
+	// RateBurst is the number of requests above the steady rate that may
+	// go at once. 0 (the baseline) derives it from RateLimit: 50 ms worth
+	// of the rate, max(1, ceil(per second / 20)), at most
+	// [MaxRateBurst]: 10 for 200/s ([DeriveBurst]). Any other value needs
+	// a RateLimit.
+	RateBurst int `split_words:"true" validate:"min=0,max=100000,needsrate" desc:"requests above the steady rate that may go at once; 0 derives it: max(1, ceil(rate per second / 20))"`
+
+	// RateScope is where the quota lives: "local" (the baseline: each pod
+	// has the whole RateLimit to itself) or "fleet" (RateLimit is shared
+	// by every pod of the service through the Redis of
+	// OUTBOUND_FLEET_REDIS_URL, each pod spending from a share granted in
+	// the background). "fleet" needs OUTBOUND_FLEET_REDIS_URL and a
+	// RateLimit.
+	RateScope string `split_words:"true" validate:"oneof=local fleet,fleetredis,needsrate" desc:"local: each pod has the whole RATE_LIMIT; fleet: RATE_LIMIT is shared by every pod over Redis"`
+
+	// RateMaxWait is how long a request may wait for its token when the
+	// quota is spent. 0 (the baseline) refuses it at once with
+	// registry.ErrRateLimited. A wait never outlasts the call's deadline;
+	// it must be below CallTimeout.
+	RateMaxWait time.Duration `split_words:"true" validate:"gte=0,ltfield=CallTimeout" desc:"how long a request may wait for its rate-limit token; 0 refuses at once"`
+
 	// FollowRedirects is the redirect policy: "none", "same-host" (the
 	// baseline: only to the same scheme and host) or "any".
 	FollowRedirects string `split_words:"true" validate:"oneof=none same-host any" desc:"redirect policy: none, same-host or any"`
@@ -237,6 +266,8 @@ func Baseline() Client {
 		BreakerOpenTimeout:    15 * time.Second,
 		BreakerHalfOpenProbes: 3,
 		BreakerScope:          "local",
+		RateLimit:             "0",
+		RateScope:             "local",
 		FollowRedirects:       "same-host",
 		MaxRedirects:          3,
 		TLSMinVersion:         "1.2",

@@ -90,6 +90,13 @@ func loadPayments(t *testing.T, defaults config.Client, env map[string]string) (
 	return ls[0], probs
 }
 
+// loadEnv loads systems from env alone, the process environment aside.
+func loadEnv(t *testing.T, env map[string]string, systems ...config.System) ([]config.Loaded, []config.Problem, error) {
+	t.Helper()
+	ls, err := config.LoadEnv(env, systems...)
+	return ls, problemsOf(t, err), err
+}
+
 func dump(probs []config.Problem) string {
 	var b strings.Builder
 	for _, p := range probs {
@@ -181,7 +188,7 @@ func TestSingleFieldRules(t *testing.T) {
 			exact: "PAYMENTS_BASE_URL=ftp://x: must be an absolute http or https URL (e.g. https://payments.internal:8443/v1)"},
 		{name: "base url without scheme", env: map[string]string{"BASE_URL": "payments.internal"}, wantVar: "BASE_URL", wantRule: "absolute http or https URL"},
 		{name: "base url mailto", env: map[string]string{"BASE_URL": "mailto:ops@example.com"}, wantVar: "BASE_URL", wantRule: "absolute http or https URL"},
-		{name: "base url host:port without scheme", env: map[string]string{"BASE_URL": "localhost:8080"}, wantVar: "BASE_URL", wantRule: "absolute http or https URL"},
+		{name: "base url host:port without scheme", env: map[string]string{"BASE_URL": "localhost:8080"}, wantVar: "BASE_URL", wantRule: "the scheme is missing: start it with https:// or http://"},
 		{name: "base url no host", env: map[string]string{"BASE_URL": "https://"}, wantVar: "BASE_URL", wantRule: "must name a host"},
 		{name: "base url port only", env: map[string]string{"BASE_URL": "https://:8443/v1"}, wantVar: "BASE_URL", wantRule: "must name a host"},
 		{name: "base url fragment", env: map[string]string{"BASE_URL": "https://h/v1#top"}, wantVar: "BASE_URL", wantRule: "must not have a fragment"},
@@ -257,7 +264,7 @@ func TestCrossRules(t *testing.T) {
 			wantVar: "CALL_TIMEOUT", exact: "PAYMENTS_CALL_TIMEOUT=3s: must be >= CONNECT_TIMEOUT + READ_TIMEOUT + 1s (= 8s; CONNECT_TIMEOUT = 2s, env; READ_TIMEOUT = 5s, env)"},
 		{name: "call one ns short", env: map[string]string{"CONNECT_TIMEOUT": "2s", "READ_TIMEOUT": "5s", "CALL_TIMEOUT": "7999999999ns"},
 			wantVar: "CALL_TIMEOUT", wantRule: "(= 8s;"},
-		// Issue #10, item 15: reported on the variable that was set.
+		// Reported on the variable that was set, not on its baseline side.
 		{name: "baseline call < env read", env: map[string]string{"READ_TIMEOUT": "30s"},
 			wantVar: "READ_TIMEOUT", exact: "PAYMENTS_READ_TIMEOUT=30s: must be <= CALL_TIMEOUT - CONNECT_TIMEOUT - 1s (= 12s; CALL_TIMEOUT = 15s, baseline default; CONNECT_TIMEOUT = 2s, baseline default)"},
 		{name: "tls > read", env: map[string]string{"TLS_HANDSHAKE_TIMEOUT": "6s", "READ_TIMEOUT": "5s"},
@@ -605,14 +612,6 @@ func TestErrorsAsIs(t *testing.T) {
 	}
 	if wrapped := fmt.Errorf("start: %w", err); !errors.Is(wrapped, config.ErrInvalid) || !errors.As(wrapped, &ce) {
 		t.Error("a wrapped *config.Error is not found")
-	}
-}
-
-func TestNoSystems(t *testing.T) {
-	t.Parallel()
-	ls, err := config.Load()
-	if err != nil || len(ls) != 0 {
-		t.Errorf("Load() = %v, %v; want nothing, nil", ls, err)
 	}
 }
 
@@ -1046,132 +1045,6 @@ func TestPrecedence(t *testing.T) {
 	})
 }
 
-func TestRedaction(t *testing.T) {
-	t.Parallel()
-	const secretURL = "https://user:s3cret@host/x?token=abc&api_key=k&page=2"
-	secrets := []string{"s3cret", "user", "abc", "token=abc", "api_key=k"}
-
-	cases := []struct {
-		name    string
-		baseURL string
-		other   map[string]string
-		wantVar string // the problem expected on BASE_URL, if any
-	}{
-		{"good url, other field bad", secretURL, map[string]string{"CALL_TIMEOUT": "3s"}, ""},
-		{"url with fragment", secretURL + "#frag", map[string]string{"READ_TIMEOUT": "0"}, "PAYMENTS_BASE_URL"},
-		{"ftp url", strings.Replace(secretURL, "https", "ftp", 1), map[string]string{"RETRIES": "11"}, "PAYMENTS_BASE_URL"},
-		{"url with cert on http", strings.Replace(secretURL, "https", "http", 1), map[string]string{"TLS_CERT_FILE": "c", "TLS_KEY_FILE": "k.pem"}, ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			env := map[string]string{"BASE_URL": tc.baseURL}
-			for k, v := range tc.other {
-				env[k] = v
-			}
-			lenv := prefixed("PAYMENTS", env)
-			ls, err := config.LoadEnv(lenv, config.System{Name: "payments"})
-			probs := problemsOf(t, err)
-			if len(probs) == 0 {
-				t.Fatal("no problems")
-			}
-			if tc.wantVar != "" {
-				p, ok := findVar(probs, tc.wantVar)
-				if !ok {
-					t.Fatalf("no problem on %s:%s", tc.wantVar, dump(probs))
-				}
-				// Every query value of a BASE_URL is hidden (issue #10, item 9).
-				if !strings.Contains(p.Value, "page=REDACTED") || !strings.Contains(p.Value, "REDACTED@host") {
-					t.Errorf("BASE_URL value %q: want every query value and the userinfo REDACTED", p.Value)
-				}
-			}
-			assertNoSecrets(t, "err.Error()", err.Error(), secrets...)
-			for _, p := range probs {
-				assertNoSecrets(t, "Problem.Value", p.Value, secrets...)
-			}
-			if len(ls) != 1 {
-				t.Fatalf("loaded %d", len(ls))
-			}
-			sum := ls[0].Summary()
-			assertNoSecrets(t, "Summary()", sum, secrets...)
-			if !strings.Contains(sum, "page=REDACTED") || !strings.Contains(sum, "REDACTED@host/x") {
-				t.Errorf("Summary() = %q, want the host kept and page=REDACTED", sum)
-			}
-			for _, v := range ls[0].Vars() {
-				assertNoSecrets(t, "Vars() "+v.Name, fmt.Sprintf("%+v", v), secrets...)
-			}
-			for _, v := range config.Reference(config.System{Name: "payments", Defaults: config.Client{BaseURL: tc.baseURL}}) {
-				assertNoSecrets(t, "Reference() "+v.Name, fmt.Sprintf("%+v", v), secrets...)
-			}
-		})
-	}
-
-	t.Run("base url from code", func(t *testing.T) {
-
-		t.Parallel()
-		ls, err := config.Load(config.System{Name: "payments", Defaults: config.Client{BaseURL: secretURL + "#x"}})
-		assertNoSecrets(t, "err.Error()", fmt.Sprint(err), secrets...)
-		if err == nil {
-			t.Fatal("a fragment in a code BASE_URL is not reported")
-		}
-		assertNoSecrets(t, "Summary()", ls[0].Summary(), secrets...)
-	})
-
-	t.Run("RedactURL", func(t *testing.T) {
-
-		t.Parallel()
-		cases := []struct {
-			in      string
-			secrets []string
-			keep    []string
-		}{
-			{secretURL, []string{"s3cret", "user", "abc", "=k"}, []string{"https://", "host/x", "page=2"}},
-			{"https://host/x?password=p4ss&Session=s355&sig=s1g&code=c0de&region=eu", []string{"p4ss", "s355", "s1g", "c0de"}, []string{"region=eu"}},
-			{"https://user@host/", []string{"user"}, []string{"host"}},
-			{"https://host/x#access_token=t0k", []string{"t0k"}, []string{"host/x"}},
-			// Does not parse (bad escape, missing bracket, bad port):
-			// userinfo redacted, query dropped.
-			{"https://user:s3cret@host/%zz?token=abc", []string{"s3cret", "user", "abc"}, []string{"host"}},
-			{"http://user:s3cret@[::1", []string{"s3cret", "user"}, []string{"[::1"}},
-			{"https://user:s3cret@host:port/x", []string{"s3cret", "user"}, []string{"host:port"}},
-			{"https://user:s3c/ret@host/x", []string{"s3c", "ret", "user"}, []string{"host/x"}},
-			{"https://user:s3c#ret@host/x", []string{"s3c", "ret", "user"}, []string{"host"}},
-			{"https://user:s3c?ret@host/x", []string{"s3c", "ret", "user"}, []string{"host"}},
-			{"https://user:s3c%ret@host/x", []string{"s3c", "ret", "user"}, []string{"host/x"}},
-			{"https://user:a@b@c/x", []string{"user", "a@b"}, []string{"c/x"}},
-			// Opaque: "user:pass@host" parses as scheme "user".
-			{"user:s3cret@host", []string{"s3cret", "user"}, []string{"host"}},
-			{"user:s3cret@host:5432/db", []string{"s3cret", "user"}, []string{"host:5432"}},
-			{"https://host/x?token=abc;x", []string{"abc"}, []string{"host/x"}},
-		}
-		for _, tc := range cases {
-			got := config.RedactURL(tc.in)
-			assertNoSecrets(t, fmt.Sprintf("RedactURL(%q)", tc.in), got, tc.secrets...)
-			for _, k := range tc.keep {
-				if !strings.Contains(got, k) {
-					t.Errorf("RedactURL(%q) = %q, lost %q", tc.in, got, k)
-				}
-			}
-		}
-		for _, s := range []string{"", goodURL, "https://h/x?page=2&limit=a+b", "http://[::1]:8080/"} {
-			if got := config.RedactURL(s); got != s {
-				t.Errorf("RedactURL(%q) = %q, want it unchanged", s, got)
-			}
-		}
-	})
-
-	t.Run("unparseable url through Load", func(t *testing.T) {
-
-		t.Parallel()
-		lenv := map[string]string{"PAYMENTS_BASE_URL": "https://user:s3c/ret@payments.internal/v1"}
-		_, err := config.LoadEnv(lenv, config.System{Name: "payments"})
-		if err == nil {
-			t.Fatal("no error")
-		}
-		assertNoSecrets(t, "err.Error()", err.Error(), "s3c", "ret@", "user")
-	})
-}
-
 func TestReference(t *testing.T) {
 	t.Parallel()
 	systems := []config.System{
@@ -1291,4 +1164,49 @@ func exportedFields() int {
 		}
 	}
 	return n
+}
+
+// TestCrossRuleIsReportedOnTheVariableSet: READ_TIMEOUT=1ns is reported on
+// READ_TIMEOUT, not on a CONNECT_TIMEOUT left at its baseline; the problem
+// shows the other side of the rule with its value and source.
+func TestCrossRuleIsReportedOnTheVariableSet(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		env      map[string]string
+		defaults config.Client
+		want     []string // Problem.Error(), in order
+	}{
+		{"read 1ns", map[string]string{"READ_TIMEOUT": "1ns"}, config.Client{}, []string{
+			"PAYMENTS_READ_TIMEOUT=1ns: must be > CONNECT_TIMEOUT (= 2s, baseline default)",
+			"PAYMENTS_READ_TIMEOUT=1ns: must be >= TLS_HANDSHAKE_TIMEOUT (= 3s, baseline default)",
+		}},
+		{"backoff max below the code's base", map[string]string{"BACKOFF_MAX": "50ms"}, config.Client{BackoffBase: 200 * time.Millisecond}, []string{
+			"PAYMENTS_BACKOFF_MAX=50ms: must be >= BACKOFF_BASE (= 200ms, code default)",
+		}},
+		{"call below baseline connect + env read", map[string]string{"CALL_TIMEOUT": "5s", "READ_TIMEOUT": "5s"}, config.Client{}, []string{
+			"PAYMENTS_CALL_TIMEOUT=5s: must be >= CONNECT_TIMEOUT + READ_TIMEOUT + 1s (= 8s; CONNECT_TIMEOUT = 2s, baseline default; READ_TIMEOUT = 5s, env)",
+		}},
+		{"connect from env beyond the baseline call", map[string]string{"CONNECT_TIMEOUT": "9s", "READ_TIMEOUT": "9500ms"}, config.Client{}, []string{
+			"PAYMENTS_READ_TIMEOUT=9500ms: must be <= CALL_TIMEOUT - CONNECT_TIMEOUT - 1s (= 5s; CALL_TIMEOUT = 15s, baseline default; CONNECT_TIMEOUT = 9s, env)",
+		}},
+		{"both baseline sides: the field with the tag", map[string]string{"CALL_TIMEOUT": "20s", "BULKHEAD_MAX_WAIT": "20s"}, config.Client{}, []string{
+			"PAYMENTS_BULKHEAD_MAX_WAIT=20s: must be < CALL_TIMEOUT (= 20s, env)",
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := prefixed("PAYMENTS", tc.env)
+			env["PAYMENTS_BASE_URL"] = goodURL
+			_, probs, _ := loadEnv(t, env, config.System{Name: "payments", Defaults: tc.defaults})
+			var got []string
+			for _, p := range probs {
+				got = append(got, p.Error())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got:\n\t%s\nwant:\n\t%s", strings.Join(got, "\n\t"), strings.Join(tc.want, "\n\t"))
+			}
+		})
+	}
 }

@@ -34,7 +34,8 @@
 //
 // Each rule of a setting is written once, in the validate tag of its
 // [Client] field (validator/v10's tags, cross-field ones included, and the
-// custom tags baseurl, callbudget, fleetredis, hedgedelay and httpsbase); the message a problem
+// custom tags baseurl, callbudget, fleetredis, hedgedelay, httpsbase,
+// needsrate and ratelimit); the message a problem
 // shows, the reference of [Reference] (`outbound env`, its ConfigMap and
 // the README's table) are derived from it. A rule between two settings is
 // reported on the one the operator set (env over code over baseline),
@@ -45,14 +46,25 @@
 // mean") or not outbound's (an SDK's STRIPE_SECRET_KEY: left alone, listed
 // by [Loaded.Ignored]).
 //
-// The registry-wide variables of a fleet-shared breaker,
+// The registry-wide variables of a fleet-shared breaker and quota,
 // OUTBOUND_FLEET_REDIS_URL and OUTBOUND_FLEET_NAMESPACE, are checked in
-// the same report ([Fleet.Validate]); a system with BREAKER_SCOPE=fleet
-// needs the first. This package never dials Redis: an unreachable Redis
+// the same report ([Fleet.Validate]); a system with BREAKER_SCOPE=fleet or
+// RATE_SCOPE=fleet needs the first.
+//
+// A system's rate limit (RATE_LIMIT, RATE_BURST, RATE_SCOPE,
+// RATE_MAX_WAIT) is read like any setting; [Client.Rate] gives it parsed,
+// as a [Rate] with its effective burst. This package never dials Redis: an unreachable Redis
 // is no configuration problem (the fleet module starts degraded).
 //
 // Load reads the TLS files once, checks them and keeps what it read
 // ([Loaded.TLSFiles]) for the registry.
+//
+// The same report, without starting the service: `outbound check`
+// (cmd/outbound) prints it for systems declared by name, at the baseline;
+// a service prints it for the systems it declares in code, code defaults
+// included, from its own binary with package
+// github.com/outbound-go/outbound/config/configcheck (`myservice
+// check-config`). A load that declares no system at all is a problem.
 //
 // The timeout rules are strict: every timeout is > 0 (zero would mean
 // "never time out"), connect < read < call, call >= connect + read + 1s,

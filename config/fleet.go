@@ -17,11 +17,11 @@ import (
 const (
 	// FleetRedisURLVar names the fleet's Redis: a redis:// or rediss://
 	// URL, its password redacted in every report. Systems with
-	// BREAKER_SCOPE=fleet need it.
+	// BREAKER_SCOPE=fleet or RATE_SCOPE=fleet need it.
 	FleetRedisURLVar = "OUTBOUND_FLEET_REDIS_URL"
 	// FleetNamespaceVar names the service in the fleet's keys, so that two
-	// services sharing one Redis never share a breaker. Required with
-	// OUTBOUND_FLEET_REDIS_URL.
+	// services sharing one Redis never share a breaker or a quota.
+	// Required with OUTBOUND_FLEET_REDIS_URL.
 	FleetNamespaceVar = "OUTBOUND_FLEET_NAMESPACE"
 )
 
@@ -58,17 +58,15 @@ func (f Fleet) problems(src Source) []Problem {
 	var probs []Problem
 	if f.RedisURL != "" {
 		if msg := redisURLProblem(f.RedisURL); msg != "" {
-			shown := f.RedisURL
-			if strings.ContainsAny(shown, "@?#") { // credentials may be in there
-				shown = redact.BaseURL(shown)
-			}
-			probs = append(probs, Problem{Var: FleetRedisURLVar, Value: shown, Source: src, Rule: msg})
+			// Shown only as far as a password can be told apart from
+			// the rest: a bare password pasted by mistake never is.
+			probs = append(probs, Problem{Var: FleetRedisURLVar, Value: redact.BaseURL(f.RedisURL), Source: src, Rule: msg})
 		}
 	}
 	switch {
 	case f.Namespace == "" && f.RedisURL != "":
 		probs = append(probs, Problem{Var: FleetNamespaceVar, Source: FromBaseline,
-			Rule: namespaceNeeded + ": name the service (e.g. checkout), so that two services on one Redis never share a breaker"})
+			Rule: namespaceNeeded + ": name the service (e.g. checkout), so that two services on one Redis never share a breaker or a quota"})
 	case f.Namespace != "" && !namespaceRE.MatchString(f.Namespace):
 		probs = append(probs, Problem{Var: FleetNamespaceVar, Value: f.Namespace, Source: src,
 			Rule: "must be " + namespaceShape})
@@ -80,6 +78,8 @@ func (f Fleet) problems(src Source) []Problem {
 func redisURLProblem(s string) string {
 	u, err := url.Parse(s)
 	switch {
+	case redact.IsHostPort(s):
+		return "the scheme is missing: start it with redis:// or rediss://"
 	case err != nil || redact.UserinfoOutsideAuthority(s):
 		return "not a URL: if the password holds '/', '?', '#', '@' or '%', percent-encode them (%2F, %3F, %23, %40, %25)"
 	case u.Scheme != "redis" && u.Scheme != "rediss":

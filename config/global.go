@@ -32,9 +32,9 @@ var globals = [...]Var{
 	{Name: FaultsVar, Type: "string", Default: "off", Rule: faultsShape,
 		Description: "allows fault injection (drills, docs/fault-drills.md); off: any <SYSTEM>_FAULT_* variable is a problem"},
 	{Name: FleetRedisURLVar, Type: "url", Rule: redisURLScheme + " naming a host, port 1..65535 if any; unset: no fleet", Secret: true,
-		Description: "Redis of the fleet-shared breaker (systems at BREAKER_SCOPE=fleet)"},
+		Description: "Redis of the fleet-shared breaker and quota (systems at BREAKER_SCOPE=fleet or RATE_SCOPE=fleet)"},
 	{Name: FleetNamespaceVar, Type: "string", Rule: namespaceShape + "; " + namespaceNeeded,
-		Description: "prefix of the fleet's Redis keys: two services on one Redis never share a breaker"},
+		Description: "prefix of the fleet's Redis keys: two services on one Redis never share a breaker or a quota"},
 }
 
 // GlobalReference documents the registry-wide variables (OUTBOUND_*):

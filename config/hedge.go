@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -9,14 +10,16 @@ import (
 
 // ParseHedgeDelay reads a HEDGE_DELAY value: "0" is off (both results
 // zero), a Go duration ("20ms") a fixed delay, and "p" followed by a
-// number from 50 to 99.9 ("p95", "p99.9") a percentile of the system's
-// recent attempts. It does not compare the delay with READ_TIMEOUT: the
-// validation of a [Client] does.
+// decimal number from 50 to 99.9 ("p95", "p99.9") a percentile of the
+// system's recent attempts. A percentile is written in digits with at most
+// one '.': "pNaN", "pInf", "p9e1" and "p0x1p6" parse as floats but are
+// refused. It does not compare the delay with READ_TIMEOUT: the validation
+// of a [Client] does.
 func ParseHedgeDelay(s string) (fixed time.Duration, percentile float64, err error) {
 	s = strings.TrimSpace(s)
 	if p, ok := strings.CutPrefix(s, "p"); ok {
 		x, err := strconv.ParseFloat(p, 64)
-		if err != nil || x < 50 || x > 99.9 || strings.ContainsAny(p, "eExX_+-") {
+		if err != nil || !percentileRE.MatchString(p) || !(x >= 50 && x <= 99.9) {
 			return 0, 0, errors.New("a percentile is p50 to p99.9 (p95, p99)")
 		}
 		return 0, x, nil
@@ -33,6 +36,11 @@ func ParseHedgeDelay(s string) (fixed time.Duration, percentile float64, err err
 	}
 	return d, 0, nil
 }
+
+// percentileRE is the spelling of a percentile after its "p": decimal
+// digits with at most one '.', so that the words strconv.ParseFloat also
+// reads (NaN, Inf, Infinity), exponents and hex floats are refused.
+var percentileRE = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
 
 // hedgeDelayProblem says what is wrong with c.HedgeDelay, or "".
 func hedgeDelayProblem(c Client) string {

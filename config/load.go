@@ -2,8 +2,9 @@ package config
 
 import (
 	"encoding/json"
-	"github.com/outbound-go/outbound/internal/redact"
 	"slices"
+
+	"github.com/outbound-go/outbound/internal/redact"
 
 	"fmt"
 	"log/slog"
@@ -52,7 +53,7 @@ type Loaded struct {
 	Client Client
 
 	sources  []Source // by field index
-	raw      []string // the environment's text, by field index; "" when not from env
+	raw      []string // the environment's text (redacted), by field index; nil once the settings are edited
 	defaults Client   // System.Defaults, for Vars
 	valid    bool     // Load found no problem with this system
 	checked  Client   // the settings Load validated
@@ -60,7 +61,7 @@ type Loaded struct {
 	tls      tlsState // what Load read from the TLS files
 	faultsOn bool     // OUTBOUND_FAULTS=on: the fault settings may inject
 	// fleetRedis: the load has a fleet Redis (OUTBOUND_FLEET_REDIS_URL),
-	// which BREAKER_SCOPE=fleet needs.
+	// which BREAKER_SCOPE=fleet and RATE_SCOPE=fleet need.
 	fleetRedis bool
 }
 
@@ -78,11 +79,13 @@ func (l Loaded) Ignored() []string { return slices.Clone(l.ignored) }
 // Settings changed after Load (l.Client edited) are not valid either.
 func (l Loaded) Valid() bool { return l.valid && l.Client == l.checked }
 
-// shown returns how a problem shows the value of field f: as the operator
-// typed it when it came from the environment ("70s", not "1m10s"),
-// otherwise formatted; secrets redacted either way.
+// shown returns how the value of field f is shown (problems, Vars,
+// Summary): as the operator typed it when it came from the environment
+// ("70s", not "1m10s"; "abc" for a value that did not parse, not the
+// default it left in place), otherwise formatted; secrets redacted either
+// way.
 func (l *Loaded) shown(f *field) string {
-	if f.index < len(l.raw) && l.raw[f.index] != "" {
+	if l.raw != nil && l.sources[f.index] == FromEnv {
 		return l.raw[f.index] // redacted when stored
 	}
 	return f.format(reflect.ValueOf(l.Client).Field(f.index))
@@ -235,7 +238,52 @@ func declareSystems(env map[string]string, systems []System) *declarations {
 		d.add(s, "code")
 	}
 	d.addList(env[SystemsVar], systems)
+	if len(d.systems) == 0 && len(d.probs) == 0 {
+		d.probs = append(d.probs, noSystemProblem(env))
+	}
 	return d
+}
+
+// maxFoundShown bounds the BASE_URL variables a "no system declared"
+// problem names.
+const maxFoundShown = 5
+
+// noSystemProblem is the problem of a load that declares no system at
+// all: a registry without clients is a configuration error, not an empty
+// success. It names the <SYSTEM>_BASE_URL variables of env (nil: a
+// LoadCode, which reads none), the systems the operator likely meant.
+func noSystemProblem(env map[string]string) Problem {
+	p := Problem{Var: SystemsVar, Source: FromBaseline}
+	if v, set := env[SystemsVar]; set {
+		p.Value, p.Source = strings.TrimSpace(v), FromEnv
+	}
+	if env == nil {
+		p.Rule = "no system declared: pass at least one config.System (LoadCode reads no environment)"
+		return p
+	}
+	var found, names []string
+	for k := range env {
+		prefix, ok := strings.CutSuffix(k, "_BASE_URL")
+		if name := strings.ReplaceAll(strings.ToLower(prefix), "_", "-"); ok && Prefix(name) == prefix && checkName(name) == "" {
+			found, names = append(found, k), append(names, name)
+		}
+	}
+	switch {
+	case len(found) == 0:
+		p.Rule = "no system declared: set " + SystemsVar + " (e.g. " + SystemsVar + "=payments,inventory) or declare a config.System in code, and give each system its <SYSTEM>_BASE_URL"
+		return p
+	case len(found) == 1:
+		p.Rule = fmt.Sprintf("no system declared: set %s=%s or declare config.System{Name: %q} in code", SystemsVar, names[0], names[0])
+	default:
+		slices.Sort(found)
+		slices.Sort(names)
+		p.Rule = fmt.Sprintf("no system declared: set %s=%s or declare each in code (config.System{Name: %q})", SystemsVar, strings.Join(names, ","), names[0])
+	}
+	if len(found) > maxFoundShown {
+		found = append(found[:maxFoundShown], "…")
+	}
+	p.Rule += "; found " + strings.Join(found, ", ")
+	return p
 }
 
 // add declares s, found in where ("code" or OUTBOUND_SYSTEMS), unless its
@@ -350,13 +398,7 @@ func loadSystem(s System, env map[string]string, fleetRedis bool) (Loaded, []Pro
 		l.raw[i] = redactText(f, text)
 		if err := parseInto(cv.Field(f.index), f, text); err != "" {
 			bad[f.goName] = true
-			val := text
-			if f.typ == "url" {
-				val = redact.BaseURL(val)
-			} else if f.secret {
-				val = redacted
-			}
-			probs = append(probs, Problem{System: s.Name, Var: l.Prefix + "_" + f.suffix, Value: val, Source: FromEnv, Rule: err})
+			probs = append(probs, Problem{System: s.Name, Var: l.Prefix + "_" + f.suffix, Value: l.raw[i], Source: FromEnv, Rule: err})
 		}
 	}
 	probs = append(probs, check(&l, bad)...)
@@ -379,7 +421,7 @@ func Revalidate(l Loaded) (Loaded, error) {
 		return l, &Error{Problems: []Problem{{System: l.Name, Var: "code", Value: l.Name,
 			Rule: "settings not loaded by config.Load or config.LoadCode"}}}
 	}
-	l.raw = make([]string, len(fields().all)) // the environment's text no longer applies
+	l.raw = nil // the environment's text no longer applies
 	probs := check(&l, nil)
 	probs = append(probs, l.faultGuard()...)
 	tlsProbs, warns, files := checkTLSFiles(&l, nil, time.Now())

@@ -50,48 +50,52 @@ func Reference(systems ...System) []Var {
 	return out
 }
 
-// Vars returns every variable of a loaded system with its effective value
-// (redacted) and where the value came from.
+// Vars returns every variable of a loaded system with its value and
+// where the value came from: the effective value, or, for a variable of
+// the environment, its text as given (a value that did not parse shows
+// as written, not as the default it left in place); secrets redacted.
 func (l Loaded) Vars() []Var {
 	out := Reference(System{Name: l.Name, Defaults: l.defaults})
-	v := reflect.ValueOf(l.Client)
 	for i := range out {
 		f := fields().bySuffix[strings.TrimPrefix(out[i].Name, l.Prefix+"_")]
-		out[i].Value = f.format(v.Field(f.index))
+		out[i].Value = l.shown(f)
 		out[i].Source = l.SourceOf(f.suffix).String()
 	}
 	return out
 }
 
-// Summary is one line of a loaded system's main settings, redacted; a
-// value holding a control character is shown Go-quoted.
+// Summary is one line of a loaded system's main settings, redacted, each
+// shown as [Loaded.Vars] shows it (a value that did not parse as given);
+// a value holding a control character is shown Go-quoted.
 func (l Loaded) Summary() string {
 	c := l.Client
+	v := func(goName string) string { return l.shown(fields().byGoName[goName]) }
 	var b strings.Builder
 	b.WriteString(l.Name)
-	b.WriteString(" base=")
-	if c.BaseURL == "" {
-		b.WriteString("(unset)")
+	kv := func(k, val string) { b.WriteString(" " + k + "=" + redact.Printable(val)) }
+	if base := v("BaseURL"); base == "" {
+		b.WriteString(" base=(unset)")
 	} else {
-		b.WriteString(redact.Printable(redact.BaseURL(c.BaseURL)))
+		kv("base", base)
 	}
-	kv := func(k, v string) { b.WriteString(" " + k + "=" + redact.Printable(v)) }
-	kv("connect", formatDuration(c.ConnectTimeout))
-	kv("tls", formatDuration(c.TLSHandshakeTimeout))
-	kv("read", formatDuration(c.ReadTimeout))
-	kv("call", formatDuration(c.CallTimeout))
-	kv("max_concurrent", strconv.Itoa(c.MaxConcurrent))
+	kv("connect", v("ConnectTimeout"))
+	kv("tls", v("TLSHandshakeTimeout"))
+	kv("read", v("ReadTimeout"))
+	kv("call", v("CallTimeout"))
+	kv("max_concurrent", v("MaxConcurrent"))
 	if c.AdaptiveConcurrency {
-		kv("adaptive", strconv.Itoa(c.MinConcurrent)+".."+strconv.Itoa(c.MaxConcurrent))
+		kv("adaptive", v("MinConcurrent")+".."+v("MaxConcurrent"))
 	}
-	kv("bulkhead_wait", formatDuration(c.BulkheadMaxWait))
-	kv("retries", strconv.Itoa(c.Retries))
-	kv("backoff", formatDuration(c.BackoffBase)+".."+formatDuration(c.BackoffMax))
-	kv("breaker", strconv.FormatFloat(c.BreakerFailureRatio, 'g', -1, 64)+"/"+strconv.Itoa(c.BreakerMinRequests)+
-		" in "+formatDuration(c.BreakerWindow)+" open "+formatDuration(c.BreakerOpenTimeout))
-	kv("redirects", c.FollowRedirects)
+	kv("bulkhead_wait", v("BulkheadMaxWait"))
+	kv("retries", v("Retries"))
+	kv("backoff", v("BackoffBase")+".."+v("BackoffMax"))
+	kv("breaker", v("BreakerFailureRatio")+"/"+v("BreakerMinRequests")+" in "+v("BreakerWindow")+" open "+v("BreakerOpenTimeout"))
+	kv("redirects", v("FollowRedirects"))
 	if c.HedgeDelay != "0" {
-		kv("hedge", c.HedgeDelay+" x"+strconv.Itoa(c.HedgeMax))
+		kv("hedge", v("HedgeDelay")+" x"+v("HedgeMax"))
+	}
+	if r := c.Rate(); r.Limited() {
+		kv("rate", v("RateLimit")+" burst "+strconv.Itoa(r.Burst)+" "+v("RateScope")+" wait "+v("RateMaxWait"))
 	}
 	if c.TLSCertFile != "" {
 		kv("mtls", "on")

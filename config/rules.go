@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,8 +19,9 @@ import (
 // Each rule of a setting is stated once, in the validate tag of its
 // [Client] field: validator/v10's own tags (gt, lte, min, max, oneof,
 // ltfield, ltefield, required_with, excluded_without, ...) where they say
-// it, and four custom field tags where they do not (baseurl, callbudget,
-// fleetredis, hedgedelay, httpsbase). Everything else is derived from that tag through ruleTags:
+// it, and custom field tags where they do not (baseurl, callbudget,
+// fleetredis, hedgedelay, httpsbase, needsrate, ratelimit). Everything
+// else is derived from that tag through ruleTags:
 // the check (validator), the message a problem shows (fail), the text of
 // the reference that `outbound env`, the ConfigMap and the README's table
 // print (doc), and which variable a cross-field problem is reported on
@@ -105,6 +107,26 @@ var ruleTags = map[string]ruleTag{
 		fail:   func(_ *field, _ string, l *Loaded) string { return hedgeDelayProblem(l.Client) },
 		others: func(string) []string { return []string{"ReadTimeout"} },
 	},
+	"ratelimit": {
+		doc: func(*field, string) string {
+			return "0 (off) or N/s, N/m, N/h (N a whole number, 1.." + strconv.Itoa(MaxRateEvents) + ")"
+		},
+		fail: func(_ *field, _ string, l *Loaded) string { return rateLimitProblem(l.Client) },
+	},
+	// needsrate: a value other than the baseline's needs a rate limit
+	// (RATE_BURST, RATE_SCOPE=fleet).
+	"needsrate": {
+		doc: func(f *field, _ string) string { return "other than " + baselineText(f) + " needs RATE_LIMIT > 0" },
+		fail: func(_ *field, _ string, l *Loaded) string {
+			return "needs a rate limit: " + side(l, fields().byGoName["RateLimit"]) + " is off"
+		},
+		others: func(string) []string { return []string{"RateLimit"} },
+	},
+}
+
+// baselineText is the baseline value of f, as the environment spells it.
+func baselineText(f *field) string {
+	return f.format(reflect.ValueOf(Baseline()).Field(f.index))
 }
 
 // validate is the one validator of every Load, built on first use; a
@@ -124,6 +146,13 @@ var validate = sync.OnceValue(func() *validator.Validate {
 		},
 		"hedgedelay": func(fl validator.FieldLevel) bool {
 			return hedgeDelayProblem(fl.Parent().Interface().(Client)) == ""
+		},
+		"ratelimit": func(fl validator.FieldLevel) bool {
+			return rateLimitProblem(fl.Parent().Interface().(Client)) == ""
+		},
+		"needsrate": func(fl validator.FieldLevel) bool {
+			base := reflect.ValueOf(Baseline()).FieldByName(fl.StructFieldName())
+			return fl.Field().Equal(base) || fl.Parent().Interface().(Client).Rate().Limited()
 		},
 	}
 	for tag, fn := range custom {
@@ -331,6 +360,8 @@ func baseURLProblem(s string) string {
 	}
 	u, err := url.Parse(s)
 	switch {
+	case redact.IsHostPort(s):
+		return "the scheme is missing: start it with https:// or http://"
 	case err != nil && strings.Contains(s, "@"):
 		return "not a URL: if the password holds '/', '?', '#', '@' or '%', percent-encode them (%2F, %3F, %23, %40, %25)"
 	case err != nil:

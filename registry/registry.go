@@ -24,7 +24,8 @@ type Registry struct {
 // and validates their settings from the environment, and builds one client
 // per system. Any problem, of any field of any system, is reported in one
 // error that matches config.ErrInvalid and lists them all (errors.As with
-// *config.Error).
+// *config.Error). Declaring no system at all is one of them: config.Load
+// reports it, naming the <SYSTEM>_BASE_URL variables it found.
 func FromEnv(systems ...config.System) (*Registry, error) {
 	return FromEnvWith(systems)
 }
@@ -41,7 +42,9 @@ func FromEnvWith(systems []config.System, opts ...Option) (*Registry, error) {
 
 // New builds a registry from systems already loaded and validated by
 // config.Load. A system that config.Load reported a problem for, or a
-// config.Loaded built by hand, is refused ([config.Loaded.Valid]).
+// config.Loaded built by hand, is refused ([config.Loaded.Valid]). With
+// no system (config.Load refuses that), the registry is empty and every
+// lookup fails with [ErrUnknownSystem].
 func New(loaded []config.Loaded, opts ...Option) (*Registry, error) {
 	var o options
 	for _, opt := range opts {

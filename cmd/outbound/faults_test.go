@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/checkcmd"
 )
 
 // TestCheckFaultGuard: fault variables without OUTBOUND_FAULTS=on fail
@@ -50,7 +51,7 @@ func TestCheckFaultGuard(t *testing.T) {
 	}
 
 	code, out, _ = runOut(t, "check", "--json")
-	var rep checkReport
+	var rep checkcmd.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitOK {
 		t.Fatalf("check --json: exit %d, %v", code, err)
 	}

@@ -27,9 +27,15 @@
 //	1  the configuration is invalid (check reports every problem)
 //	2  usage: unknown command, bad flag or argument, or no system declared
 //
-// `outbound check` is meant to run as a Kubernetes initContainer (or at the
-// start of a pod): a bad environment stops the pod with one report naming
-// every bad variable, secrets redacted.
+// `outbound check` can run in CI or as a Kubernetes initContainer: a bad
+// environment stops the pod with one report naming every bad variable,
+// secrets redacted. It knows the baseline of every setting, not the
+// defaults a service declares in code (config.System.Defaults), so a value
+// it passes may still stop the service. A service runs the same check
+// with its own systems from its own binary through
+// github.com/outbound-go/outbound/config/configcheck (`myservice
+// check-config`, same report and exit codes): that is the check for an
+// initContainer.
 package main
 
 import (
@@ -137,6 +143,10 @@ Examples:
   `+systemsVar+`=payments PAYMENTS_BASE_URL=https://pay.internal outbound check
   outbound check --system payments --json
   outbound env --system payments --system inventory --format configmap
+
+outbound check knows the baseline, not the defaults a service declares in
+code: a service runs the same check with its own systems from its own
+binary (config/configcheck: myservice check-config).
 
 Exit codes:
   0  success (check: every system is valid)

@@ -1,15 +1,14 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/checkcmd"
 )
 
 const systemsVar = config.SystemsVar
@@ -20,69 +19,26 @@ const noSystems = "no system declared: set " + systemsVar + " (e.g. " + systemsV
 
 // systemFlag collects the names given with --system, repeatable and comma
 // separated, each name once.
-type systemFlag []string
+type systemFlag = checkcmd.SystemFlag
 
-func (s *systemFlag) String() string { return strings.Join(*s, ",") }
-
-func (s *systemFlag) Set(v string) error {
-	for raw := range strings.SplitSeq(v, ",") {
-		name := strings.TrimSpace(raw)
-		if name == "" {
-			return errors.New("empty system name")
-		}
-		if !slices.Contains(*s, name) {
-			*s = append(*s, name)
-		}
+// processEnv returns the process environment as a map.
+func processEnv() map[string]string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
 	}
-	return nil
+	return env
 }
 
 // declared reports whether any system is declared at all, by --system or
-// by a non-blank entry of OUTBOUND_SYSTEMS. Whether the names are valid is
-// for config.Load to say.
-func declared(flagged systemFlag) bool {
-	if len(flagged) > 0 {
-		return true
-	}
-	for raw := range strings.SplitSeq(os.Getenv(systemsVar), ",") {
-		if strings.TrimSpace(raw) != "" {
-			return true
-		}
-	}
-	return false
-}
+// by a non-blank entry of OUTBOUND_SYSTEMS.
+func declared(flagged systemFlag) bool { return checkcmd.Declared(flagged, processEnv()) }
 
-// codeSystems turns --system names into code-declared systems, which
-// config.Load merges with OUTBOUND_SYSTEMS.
-func codeSystems(names systemFlag) []config.System {
-	out := make([]config.System, len(names))
-	for i, n := range names {
-		out[i] = config.System{Name: n}
-	}
-	return out
-}
-
-// load runs config.Load with the --system names and splits its error into
-// problems. Problems config attributes to "code" came from --system here
-// and are relabelled so. err is non-nil only for an error that is not a
-// *config.Error, which config does not return today.
-func load(names systemFlag) (loaded []config.Loaded, probs []config.Problem, err error) {
-	loaded, err = config.Load(codeSystems(names)...)
-	if err == nil {
-		return loaded, nil, nil
-	}
-	var cerr *config.Error
-	if !errors.As(err, &cerr) {
-		return loaded, nil, err
-	}
-	probs = slices.Clone(cerr.Problems)
-	for i := range probs {
-		if probs[i].System == "" && probs[i].Var == "code" {
-			probs[i].Var = "--system"
-			probs[i].Source = config.FromEnv // the value was given, not defaulted
-		}
-	}
-	return loaded, probs, nil
+// load loads the process environment with the --system names (declared
+// at the baseline) and splits its error into problems, as check does.
+func load(names systemFlag) ([]config.Loaded, []config.Problem, error) {
+	return checkcmd.Load(processEnv(), nil, names)
 }
 
 // newFlagSet returns a FlagSet for subcommand name that reports to stderr,
@@ -101,18 +57,7 @@ func newFlagSet(name, synopsis, about string, stderr io.Writer) *flag.FlagSet {
 // parseFlags parses args; when it returns false the command must return
 // code: 0 after -h, 2 after a bad flag or a stray argument.
 func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, false
-		}
-		return exitUsage, false // flag has printed the error and the usage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		fs.Usage()
-		return exitUsage, false
-	}
-	return exitOK, true
+	return checkcmd.ParseFlags(fs, args)
 }
 
 // plural returns "1 system", "2 systems".

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbound-go/outbound/internal/checkcmd"
 	"github.com/outbound-go/outbound/internal/testutil"
 )
 
@@ -40,7 +41,7 @@ func TestCheckWarnsOnExpiringCertificate(t *testing.T) {
 	}
 
 	code, out, _ = runOut(t, "check", "--json")
-	var r checkReport
+	var r checkcmd.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("--json: %v\n%s", err, out)
 	}
@@ -49,7 +50,7 @@ func TestCheckWarnsOnExpiringCertificate(t *testing.T) {
 	}
 }
 
-// An unreachable fleet Redis is a warning, not a problem (issue #13):
+// An unreachable fleet Redis is a warning, not a problem:
 // pods start and run local. The password never shows.
 func TestCheckWarnsOnUnreachableFleetRedis(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

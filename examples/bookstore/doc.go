@@ -18,6 +18,13 @@
 // Usage:
 //
 //	INVENTORY_BASE_URL=... PAYMENTS_BASE_URL=... bookstore [--addr :8080] [--shutdown-timeout 10s]
+//	bookstore check-config [--json]
+//
+// check-config checks the environment without starting the service: the
+// report and exit codes of `outbound check` (0 valid, 1 invalid, 2
+// usage), with the code defaults of inventory and payments, which
+// `outbound check` cannot know (package config/configcheck). The
+// Kubernetes example runs it as an initContainer.
 //
 // It serves POST /orders (see package httpapi), GET /healthz (liveness)
 // and GET /readyz (readiness with every system's breaker, package health).

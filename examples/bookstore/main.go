@@ -17,6 +17,7 @@ import (
 	"github.com/outbound-go/outbound/adapters/inventory"
 	"github.com/outbound-go/outbound/adapters/payments"
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/config/configcheck"
 	"github.com/outbound-go/outbound/examples/bookstore/domain"
 	"github.com/outbound-go/outbound/examples/bookstore/httpapi"
 	"github.com/outbound-go/outbound/examples/bookstore/outbound"
@@ -28,6 +29,12 @@ import (
 const priceCents = 1999
 
 func main() {
+	// The service's own configuration check, for an initContainer or CI:
+	// the report and exit codes of `outbound check`, with the code
+	// defaults of the systems below, which `outbound check` cannot know.
+	if len(os.Args) > 1 && os.Args[1] == "check-config" {
+		os.Exit(configcheck.Main(os.Args[2:], inventory.System, payments.System))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], config.Load, os.Stderr, nil)
 	stop()

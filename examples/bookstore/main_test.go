@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +19,17 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// runAsBookstore, set in the environment of a copy of the test binary,
+// makes that copy run the service's main (TestCheckConfigCommand): the
+// binary's own command line, without building it.
+const runAsBookstore = "BOOKSTORE_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runAsBookstore) == "1" {
+		main() // exits
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // loadFrom loads the service's systems from env (names and values
 // alternating), never from the process environment: tests run in

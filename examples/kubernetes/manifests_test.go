@@ -15,6 +15,7 @@ import (
 	"github.com/outbound-go/outbound/adapters/inventory"
 	"github.com/outbound-go/outbound/adapters/payments"
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/config/configcheck"
 	"go.uber.org/goleak"
 	"go.yaml.in/yaml/v3"
 )
@@ -129,8 +130,15 @@ func TestConfigMapIsGenerated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs cmd/outbound")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
-	defer cancel()
+	// `go run` compiles cmd/outbound, which takes minutes on a cold build
+	// cache and a busy machine: it is bounded by the test's own deadline
+	// (go test -timeout), not by a guess of its own.
+	ctx := t.Context()
+	if deadline, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-5*time.Second))
+		defer cancel()
+	}
 	cmd := exec.CommandContext(ctx, "go", append([]string{"run", "../../cmd/outbound"}, envArgs...)...)
 	// OUTBOUND_SYSTEMS would add systems to the output.
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, config.SystemsVar+"=") })
@@ -237,22 +245,17 @@ func containers(t *testing.T) []container {
 // TestCodeDefaultsSurvive: the environment wins over code defaults, so
 // nothing in the pod may set a setting to anything but its code default
 // (or an intended operator override); the generated ConfigMap lists the
-// baseline commented out for that reason, and the deployment restates the
-// code defaults that deviate from the baseline so that the initContainer's
-// `outbound check` sees the values the service runs with. Otherwise
-// payments would run with a 10s read timeout instead of its 20s.
+// baseline commented out for that reason. Otherwise payments would run
+// with a 10s read timeout instead of its 20s. The pod's environment loads
+// cleanly as the service declares its systems, and the initContainer's
+// check passes it.
 func TestCodeDefaultsSurvive(t *testing.T) {
 	cm := one(t, "configmap.yaml", "ConfigMap")
 	sec := one(t, "secret.yaml", "Secret")
-	var names []string
-	for _, s := range systems {
-		names = append(names, s.Name)
-	}
 	for _, c := range containers(t) {
 		t.Run(c.Name, func(t *testing.T) {
 			env := effectiveEnv(t, c, cm, sec)
-			code := config.Reference(systems...)
-			for _, v := range code {
+			for _, v := range config.Reference(systems...) {
 				want, override := operatorOverrides[v.Name]
 				if !override {
 					want = v.Default
@@ -262,25 +265,83 @@ func TestCodeDefaultsSurvive(t *testing.T) {
 						v.Name, got, v.Default)
 				}
 			}
-			// The pod's environment loads cleanly, as the service
-			// declares it (code defaults) and as `outbound check` does
-			// (names only, from OUTBOUND_SYSTEMS).
-			setOnly(t, env)
-			for _, decl := range [][]config.System{systems, nil} {
-				loaded, err := config.Load(decl...)
-				if err != nil {
-					t.Fatalf("config.Load of the pod's environment: %v", err)
-				}
-				for _, l := range loaded {
-					if !slices.Contains(names, l.Name) {
-						t.Errorf("system %s loaded", l.Name)
-					}
-					if l.Name == payments.Name && l.Client.ReadTimeout != 20*time.Second {
-						t.Errorf("payments read timeout %v, want 20s", l.Client.ReadTimeout)
-					}
+			loaded, err := config.LoadEnv(env, systems...)
+			if err != nil {
+				t.Fatalf("the service's load of the pod's environment: %v", err)
+			}
+			if len(loaded) != len(systems) {
+				t.Errorf("%d systems loaded, want %d", len(loaded), len(systems))
+			}
+			for _, l := range loaded {
+				if l.Name == payments.Name && l.Client.ReadTimeout != 20*time.Second {
+					t.Errorf("payments read timeout %v, want 20s (its code default)", l.Client.ReadTimeout)
 				}
 			}
+			if code, out := initCheck(t, env); code != configcheck.ExitValid {
+				t.Errorf("the initContainer's check: exit %d, want 0:\n%s", code, out)
+			}
 		})
+	}
+}
+
+// initCheck runs the initContainer's check over env, as its command
+// (`/bookstore check-config`, see TestDeployment) does: the service's main
+// calls configcheck.Main with its systems (examples/bookstore's
+// TestCheckConfigCommand runs that command line itself).
+func initCheck(t *testing.T, env map[string]string) (code int, out string) {
+	t.Helper()
+	var b bytes.Buffer
+	code = configcheck.Command{Name: "bookstore check-config", Systems: systems, Env: env, Stdout: &b, Stderr: &b}.Run(t.Context(), nil)
+	return code, b.String()
+}
+
+// podEnv is the environment of the Deployment's init container.
+func podEnv(t *testing.T) map[string]string {
+	t.Helper()
+	spec := one(t, "deployment.yaml", "Deployment").Spec.Template.Spec
+	return effectiveEnv(t, spec.InitContainers[0], one(t, "configmap.yaml", "ConfigMap"), one(t, "secret.yaml", "Secret"))
+}
+
+// TestInitContainerKnowsTheCodeDefaults: PAYMENTS_CALL_TIMEOUT=15s passes
+// `outbound check` (baseline read 10s) but not the service, whose code
+// reads payments for 20s; the initContainer runs the service's own check,
+// which stops the pod on it before the service starts.
+func TestInitContainerKnowsTheCodeDefaults(t *testing.T) {
+	env := podEnv(t)
+	env["PAYMENTS_CALL_TIMEOUT"] = "15s"
+	if _, err := config.LoadEnv(env, config.System{Name: "inventory"}, config.System{Name: "payments"}); err != nil {
+		t.Fatalf("at the baseline (what outbound check sees), 15s should pass: %v", err)
+	}
+	code, out := initCheck(t, env)
+	want := "PAYMENTS_CALL_TIMEOUT=15s: must be >= CONNECT_TIMEOUT + READ_TIMEOUT + 1s (= 23s; CONNECT_TIMEOUT = 2s, baseline default; READ_TIMEOUT = 20s, code default)"
+	if code != configcheck.ExitInvalid || !strings.Contains(out, want) {
+		t.Errorf("the initContainer's check: exit %d, want 1 with %q:\n%s", code, want, out)
+	}
+}
+
+// TestServiceLinksStopNothing: the variables Kubernetes injects for a
+// Service named like a system, or starting like it ("payments-eu"), are
+// ignored by the check and listed as not outbound's; the README says so
+// rather than that they stop the pod.
+func TestServiceLinksStopNothing(t *testing.T) {
+	env := podEnv(t)
+	for k, v := range map[string]string{
+		"PAYMENTS_EU_SERVICE_HOST": "10.0.0.9", "PAYMENTS_EU_SERVICE_PORT": "443", "PAYMENTS_EU_PORT": "tcp://10.0.0.9:443",
+		"PAYMENTS_EU_PORT_443_TCP_ADDR": "10.0.0.9", "INVENTORY_SERVICE_HOST": "10.0.0.8", "INVENTORY_PORT_8080_TCP_PORT": "8080",
+	} {
+		env[k] = v
+	}
+	code, out := initCheck(t, env)
+	if code != configcheck.ExitValid || !strings.Contains(out, "not outbound's, ignored: PAYMENTS_EU_PORT, PAYMENTS_EU_PORT_443_TCP_ADDR, PAYMENTS_EU_SERVICE_HOST, PAYMENTS_EU_SERVICE_PORT\n") {
+		t.Errorf("service links: exit %d, want 0 with them listed as ignored:\n%s", code, out)
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(readme)), " ")
+	if strings.Contains(text, "stops the pod at start") || !strings.Contains(text, "PAYMENTS_EU_SERVICE_HOST") {
+		t.Errorf("the README must name PAYMENTS_EU_SERVICE_HOST as ignored, not as stopping the pod")
 	}
 }
 
@@ -315,35 +376,21 @@ func effectiveEnv(t *testing.T, c container, cm, sec object) map[string]string {
 	return env
 }
 
-// setOnly makes env the only outbound variables of the process for the
-// rest of t.
-func setOnly(t *testing.T, env map[string]string) {
-	t.Helper()
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if k == config.SystemsVar || strings.HasPrefix(k, "INVENTORY_") || strings.HasPrefix(k, "PAYMENTS_") {
-			t.Setenv(k, "")
-			os.Unsetenv(k)
-		}
-	}
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-}
-
 func TestDeployment(t *testing.T) {
 	spec := one(t, "deployment.yaml", "Deployment").Spec.Template.Spec
 	one(t, "deployment.yaml", "Service")
 	if spec.EnableServiceLinks == nil || *spec.EnableServiceLinks {
 		t.Error("enableServiceLinks must be false: service-link variables share the systems' prefixes")
 	}
-	if len(spec.InitContainers) != 1 || !slices.Equal(spec.InitContainers[0].Command, []string{"/outbound", "check"}) {
-		t.Errorf("init containers %+v, want one running /outbound check", spec.InitContainers)
-	}
 	if len(spec.Containers) != 1 {
 		t.Fatalf("%d containers, want 1", len(spec.Containers))
 	}
 	c := spec.Containers[0]
+	// The check is the service's own binary: it knows the code defaults.
+	if len(spec.InitContainers) != 1 || len(c.Command) == 0 ||
+		!slices.Equal(spec.InitContainers[0].Command, []string{c.Command[0], "check-config"}) {
+		t.Errorf("init containers %+v, want one running %q check-config", spec.InitContainers, c.Command)
+	}
 	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
 		t.Error("the readiness probe must GET /readyz")
 	}
@@ -370,10 +417,11 @@ func TestDeployment(t *testing.T) {
 	}
 }
 
-// Issue 10 item 17: the README describes the ConfigMap as it is. Every
-// value but OUTBOUND_SYSTEMS is commented out, so the README must say so
-// and must not claim that the ConfigMap pins the baseline values.
-func TestIssue10ReadmeMatchesConfigMap(t *testing.T) {
+// TestReadmeSaysTheConfigMapValuesAreCommentedOut: the README describes
+// the ConfigMap as it is. Every value but OUTBOUND_SYSTEMS is commented
+// out, so the README must say so and must not claim that the ConfigMap
+// pins the baseline values.
+func TestReadmeSaysTheConfigMapValuesAreCommentedOut(t *testing.T) {
 	cm, err := os.ReadFile("configmap.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@
 //
 // Text that does not parse as a URL is redacted more, never less: all
 // between the scheme and the last '@', and all from the first '?' or '#'.
+// [BaseURL] shows text without a scheme and "//" only when it is a bare
+// host and port, and otherwise nothing of it.
 // [BaseURL] also treats an '@' that url.Parse left in the path as the end
 // of userinfo ([UserinfoOutsideAuthority]). [Printable] quotes text holding control characters (CR, LF, ANSI
 // escapes), so a value cannot forge a line of a report or a terminal.
@@ -53,10 +55,36 @@ func URL(s string) string {
 }
 
 // BaseURL returns s with its userinfo, its fragment and every query value
-// replaced by [Mark]. For a system's BASE_URL.
+// replaced by [Mark]. For a URL an operator configures: a system's
+// BASE_URL, the fleet's Redis URL.
+//
+// Such a value is shown only where a password can be told apart from the
+// rest: text that starts with a scheme and "//" (its userinfo is then
+// hidden even when it does not parse), or a bare host and port
+// ([IsHostPort]: "pay.internal:8443", a scheme forgotten; a host and a
+// port are no secret). Anything else is replaced whole by [Mark]: it may
+// be a password pasted alone ("S3cret", ":S3cret") or after a scheme
+// without "//" ("redis:S3cret", which url.Parse reads as an opaque URL).
 func BaseURL(s string) string {
-	return redact(s, true, func(string) bool { return true })
+	switch {
+	case s == "" || IsHostPort(s):
+		return s
+	case schemeRE.MatchString(s):
+		return redact(s, true, func(string) bool { return true })
+	}
+	return Mark
 }
+
+// hostPortRE is a host name, an IPv4 address or a bracketed IPv6 address,
+// a port, and optionally a path without '?', '#' or '@'.
+var hostPortRE = regexp.MustCompile(`^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}(?:/[^?#@]*)?$`)
+
+// IsHostPort reports whether s is a host and a port without a scheme
+// ("pay.internal:8443", "10.0.0.7:80", "[::1]:8443"), optionally followed
+// by a path ("pay.internal:8443/v1"): a URL whose scheme was forgotten,
+// which url.Parse would read as scheme "pay.internal". It holds no
+// userinfo, query or fragment, so it holds no secret a URL would.
+func IsHostPort(s string) bool { return hostPortRE.MatchString(s) }
 
 // UserinfoOutsideAuthority reports whether s holds an '@' that url.Parse
 // did not take as the end of userinfo because a character before it ('/',
@@ -111,6 +139,9 @@ func redact(s string, strict bool, secret func(name string) bool) string {
 			s = s[:i] + "?" + Mark
 		}
 		return s
+	}
+	if u.Opaque == "" && u.User == nil && u.RawQuery == "" && u.Fragment == "" {
+		return s // nothing to hide: shown as written ("redis://" stays)
 	}
 	if u.Opaque != "" {
 		// "user:pass@host" parses as scheme "user" with opaque "pass@host":

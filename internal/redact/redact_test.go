@@ -73,3 +73,31 @@ func TestPrintable(t *testing.T) {
 		}
 	}
 }
+
+// TestBaseURLShowsOnlyWhatItCanRedact: text that is no URL with a scheme
+// and "//" is shown only when it is a bare host and port; a password
+// pasted alone, or after a scheme without "//", is replaced whole.
+func TestBaseURLShowsOnlyWhatItCanRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                          "",
+		"S3cret":                    Mark,
+		":S3cret":                   Mark,
+		"redis:S3cret":              Mark,
+		"user:S3cret@host":          Mark,
+		"redis:/S3cret":             Mark,
+		"%zzS3cret":                 Mark,
+		"pay.internal:8443":         "pay.internal:8443",
+		"pay.internal:8443/v1":      "pay.internal:8443/v1",
+		"10.0.0.7:80":               "10.0.0.7:80",
+		"[::1]:8443":                "[::1]:8443",
+		"pay.internal:8443/v1?k=S3": Mark,
+		"pay.internal:8443/@S3":     Mark,
+		"https://u:S3cret@h/v1?a=1": "https://REDACTED@h/v1?a=REDACTED",
+		"https://u:p%zzS3cret@h/v1": "https://REDACTED@h/v1",
+		"rediss://:S3cret@r:6380/0": "rediss://REDACTED@r:6380/0",
+	} {
+		if got := BaseURL(in); got != want {
+			t.Errorf("BaseURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

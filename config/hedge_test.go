@@ -1,16 +1,17 @@
 package config_test
 
-// Issue 14: the hedging settings, validated in the same report as the
-// rest.
-
 import (
+	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/outbound-go/outbound/config"
 )
 
-func TestIssue14HedgeRules(t *testing.T) {
+// TestHedgeRules: each bad hedging setting is one problem of the startup
+// report, on its own variable.
+func TestHedgeRules(t *testing.T) {
 	t.Parallel()
 	runRuleCases(t, []ruleCase{
 		{name: "delay at read timeout", env: map[string]string{"HEDGE_DELAY": "10s"}, wantVar: "HEDGE_DELAY",
@@ -30,7 +31,9 @@ func TestIssue14HedgeRules(t *testing.T) {
 	})
 }
 
-func TestIssue14HedgeValid(t *testing.T) {
+// TestHedgeValidValues: off, durations below READ_TIMEOUT and
+// percentiles p50..p99.9 load, and ParseHedgeDelay reads them.
+func TestHedgeValidValues(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"0", "20ms", "9.999s", "p50", "p95", "p99", "p99.9", " p95 "} {
 		if _, probs := loadPayments(t, config.Client{}, map[string]string{"HEDGE_DELAY": v, "HEDGE_MAX": "3"}); len(probs) != 0 {
@@ -56,4 +59,50 @@ func TestIssue14HedgeValid(t *testing.T) {
 	if b := config.Baseline(); b.HedgeDelay != "0" || b.HedgeMax != 1 {
 		t.Errorf("Baseline hedging = %q x%d, want off (\"0\") and 1", b.HedgeDelay, b.HedgeMax)
 	}
+}
+
+// TestHedgeDelayPercentileMustBeANumber: NaN and the infinities parse as
+// floats but are no percentile; "pNaN" passed every comparison and hedged
+// like p0. Each is refused, on the variable, whatever its spelling.
+func TestHedgeDelayPercentileMustBeANumber(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"pNaN", "pnan", "pNAN", "pInf", "pinf", "p+Inf", "p-Inf", "pInfinity", "p+infinity", " pNaN "} {
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			if fixed, pct, err := config.ParseHedgeDelay(v); err == nil {
+				t.Errorf("ParseHedgeDelay(%q) = %v, %v, nil; want an error", v, fixed, pct)
+			}
+			_, probs := loadPayments(t, config.Client{}, map[string]string{"HEDGE_DELAY": v})
+			if len(probs) != 1 || probs[0].Var != "PAYMENTS_HEDGE_DELAY" || !strings.Contains(probs[0].Rule, "p50 to p99.9") {
+				t.Errorf("HEDGE_DELAY=%q: want one problem on PAYMENTS_HEDGE_DELAY with the percentile range:%s", v, dump(probs))
+			}
+		})
+	}
+}
+
+// FuzzParseHedgeDelay: whatever the text, ParseHedgeDelay does not panic,
+// and what it accepts is off, a positive duration, or a finite
+// percentile from 50 to 99.9, never two at once.
+func FuzzParseHedgeDelay(f *testing.F) {
+	for _, s := range []string{"0", "20ms", "1h", "-5ms", "p50", "p95", "p99.9", "p100", "p49.99", "pNaN", "pnan", "pInf",
+		"p+Inf", "p9e1", "p0x1p6", "p9_5", "p", "", " p95 ", "P95", "p.95", "p95.", "p00095", "1e3ms", "NaN", "Inf"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fixed, pct, err := config.ParseHedgeDelay(s)
+		if err != nil {
+			if fixed != 0 || pct != 0 {
+				t.Errorf("ParseHedgeDelay(%q) = %v, %v with error %v; want zeros", s, fixed, pct, err)
+			}
+			return
+		}
+		switch {
+		case fixed < 0:
+			t.Errorf("ParseHedgeDelay(%q): negative delay %v", s, fixed)
+		case pct != 0 && (fixed != 0 || math.IsNaN(pct) || math.IsInf(pct, 0) || pct < 50 || pct > 99.9):
+			t.Errorf("ParseHedgeDelay(%q) = %v, %v: a percentile must be finite, 50..99.9, alone", s, fixed, pct)
+		case math.IsNaN(pct):
+			t.Errorf("ParseHedgeDelay(%q): NaN percentile", s)
+		}
+	})
 }

@@ -2,31 +2,11 @@ package config_test
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/outbound-go/outbound/config"
 )
-
-// Kubernetes injects service-link variables for every Service of the
-// namespace; a Service named "payments-db" next to system "payments" must
-// not stop the pod.
-func TestServiceLinksOfOtherServicesIgnored(t *testing.T) {
-	setEnv(t, map[string]string{
-		"OUTBOUND_SYSTEMS":                    "payments",
-		"PAYMENTS_BASE_URL":                   goodURL,
-		"PAYMENTS_DB_SERVICE_HOST":            "10.0.0.9",
-		"PAYMENTS_DB_SERVICE_PORT":            "5432",
-		"PAYMENTS_DB_PORT":                    "tcp://10.0.0.9:5432",
-		"PAYMENTS_DB_PORT_5432_TCP_ADDR":      "10.0.0.9",
-		"PAYMENTS_API_V2_SERVICE_PORT_GRPC":   "9000",
-		"PAYMENTS_API_V2_PORT_9000_TCP_PROTO": "tcp",
-	})
-	if _, err := config.Load(); err != nil {
-		t.Fatalf("service-link variables of other Services reported: %v", err)
-	}
-}
 
 // Only Load makes a valid Loaded; a system with a problem is not valid.
 func TestLoadedValid(t *testing.T) {
@@ -42,19 +22,6 @@ func TestLoadedValid(t *testing.T) {
 	}
 	if !ls[0].Valid() || ls[1].Valid() {
 		t.Errorf("valid: payments %v (want true), inventory %v (want false)", ls[0].Valid(), ls[1].Valid())
-	}
-}
-
-// Printing or logging a Client never shows the credentials of BASE_URL.
-func TestClientStringRedacts(t *testing.T) {
-	c := config.Baseline()
-	c.BaseURL = "https://user:s3cret@pay.internal/v1?token=abc"
-	var b strings.Builder
-	slog.New(slog.NewTextHandler(&b, nil)).Info("cfg", "client", c)
-	for _, out := range []string{fmt.Sprint(c), fmt.Sprintf("%+v", c), c.String(), b.String()} {
-		if strings.Contains(out, "s3cret") || strings.Contains(out, "abc") || !strings.Contains(out, "pay.internal") {
-			t.Errorf("not redacted: %s", out)
-		}
 	}
 }
 
@@ -83,25 +50,6 @@ func TestProblemShowsValueAsTyped(t *testing.T) {
 	_, err := config.Load()
 	if err == nil || !strings.Contains(err.Error(), "PAYMENTS_READ_TIMEOUT=70s: must be <= 60s") {
 		t.Fatalf("got %v, want the value as typed (70s)", err)
-	}
-}
-
-// A Loaded, printed or logged, never shows the credentials of BASE_URL,
-// even though it keeps the environment's text for its problems.
-func TestLoadedPrintRedacts(t *testing.T) {
-	setEnv(t, map[string]string{
-		"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": "https://tok:s3cret@pay.internal/v1?api_key=K3Y",
-	})
-	ls, err := config.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	slog.New(slog.NewTextHandler(&b, nil)).Info("sys", "loaded", ls[0], "client", ls[0].Client)
-	for _, out := range []string{fmt.Sprintf("%v", ls[0]), fmt.Sprintf("%+v", ls[0]), fmt.Sprintf("%#v", ls[0].Client), b.String()} {
-		if strings.Contains(out, "s3cret") || strings.Contains(out, "K3Y") || strings.Contains(out, "tok:") {
-			t.Errorf("not redacted: %s", out)
-		}
 	}
 }
 
@@ -172,5 +120,83 @@ func TestLoadIsLoadEnvOfTheProcess(t *testing.T) {
 		if ls1[i].Client != ls2[i].Client || fmt.Sprint(ls1[i].Ignored()) != fmt.Sprint(ls2[i].Ignored()) {
 			t.Errorf("%s: Load %+v %v, LoadEnv %+v %v", ls1[i].Name, ls1[i].Client, ls1[i].Ignored(), ls2[i].Client, ls2[i].Ignored())
 		}
+	}
+}
+
+// TestVarsShowTheValueAsGiven: a variable that did not parse is shown as
+// given, not as the default it left in place, in Vars (and so in `outbound
+// check --json`) and in the summary line; an empty value is shown empty.
+func TestVarsShowTheValueAsGiven(t *testing.T) {
+	t.Parallel()
+	ls, err := config.LoadEnv(map[string]string{
+		"PAYMENTS_BASE_URL":        "https://u:s3cret@pay.internal/v1",
+		"PAYMENTS_READ_TIMEOUT":    "abc",
+		"PAYMENTS_MAX_CONCURRENT":  "lots",
+		"PAYMENTS_CONNECT_TIMEOUT": "",
+		"PAYMENTS_RETRIES":         "1",
+	}, config.System{Name: "payments"})
+	if err == nil || len(ls) != 1 {
+		t.Fatalf("LoadEnv: %d systems, err %v; want payments with problems", len(ls), err)
+	}
+	got := map[string]config.Var{}
+	for _, v := range ls[0].Vars() {
+		got[v.Name] = v
+	}
+	for name, want := range map[string]string{
+		"PAYMENTS_BASE_URL":        "https://REDACTED@pay.internal/v1",
+		"PAYMENTS_READ_TIMEOUT":    "abc",
+		"PAYMENTS_MAX_CONCURRENT":  "lots",
+		"PAYMENTS_CONNECT_TIMEOUT": "",
+		"PAYMENTS_RETRIES":         "1",
+		"PAYMENTS_CALL_TIMEOUT":    "15s",
+	} {
+		if v := got[name]; v.Value != want {
+			t.Errorf("Vars %s = %q (source %s), want %q", name, v.Value, v.Source, want)
+		}
+	}
+	if s := ls[0].Summary(); !strings.Contains(s, " read=abc ") || !strings.Contains(s, " max_concurrent=lots ") || !strings.Contains(s, " connect= ") {
+		t.Errorf("Summary() = %q, want read=abc, max_concurrent=lots and connect= (as given)", s)
+	}
+}
+
+// TestNoSystemDeclaredIsAProblem: with OUTBOUND_SYSTEMS unset and no
+// system declared in code, a load used to succeed with nothing in it, and
+// a service then called a client that did not exist. It is a problem now,
+// on OUTBOUND_SYSTEMS, that names the BASE_URL variables of the systems
+// the environment seems to mean.
+func TestNoSystemDeclaredIsAProblem(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // the whole Problem.Error()
+	}{
+		{"one base url", map[string]string{"INVENTORY_BASE_URL": "http://inventory.internal", "INVENTORY_RETRIES": "1"},
+			`OUTBOUND_SYSTEMS (unset): no system declared: set OUTBOUND_SYSTEMS=inventory or declare config.System{Name: "inventory"} in code; found INVENTORY_BASE_URL`},
+		{"two base urls", map[string]string{"PAYMENTS_BASE_URL": goodURL, "ORDER_HISTORY_BASE_URL": "http://oh", "OUTBOUND_BASE_URL": "x", "lower_BASE_URL": "x", "_BASE_URL": "x"},
+			`OUTBOUND_SYSTEMS (unset): no system declared: set OUTBOUND_SYSTEMS=order-history,payments or declare each in code (config.System{Name: "order-history"}); found ORDER_HISTORY_BASE_URL, PAYMENTS_BASE_URL`},
+		{"nothing", map[string]string{"HOME": "/root"},
+			`OUTBOUND_SYSTEMS (unset): no system declared: set OUTBOUND_SYSTEMS (e.g. OUTBOUND_SYSTEMS=payments,inventory) or declare a config.System in code, and give each system its <SYSTEM>_BASE_URL`},
+		{"empty list", map[string]string{config.SystemsVar: " ", "INVENTORY_BASE_URL": "http://inventory.internal"},
+			`OUTBOUND_SYSTEMS=: no system declared: set OUTBOUND_SYSTEMS=inventory or declare config.System{Name: "inventory"} in code; found INVENTORY_BASE_URL`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ls, err := config.LoadEnv(tc.env)
+			probs := problemsOf(t, err)
+			if len(ls) != 0 || len(probs) != 1 || probs[0].Error() != tc.want {
+				t.Fatalf("LoadEnv: %d systems, problems:%s\nwant:\n\t%s", len(ls), dump(probs), tc.want)
+			}
+		})
+	}
+	// A list whose every entry is bad is reported entry by entry, once.
+	_, err := config.LoadEnv(map[string]string{config.SystemsVar: "Bad"})
+	if probs := problemsOf(t, err); len(probs) != 1 || !strings.Contains(probs[0].Rule, `entry "Bad"`) {
+		t.Errorf("OUTBOUND_SYSTEMS=Bad:%s\nwant the bad entry alone", dump(probs))
+	}
+	// LoadCode reads no environment: it says to declare a system in code.
+	_, err = config.LoadCode()
+	if probs := problemsOf(t, err); len(probs) != 1 || !strings.Contains(probs[0].Rule, "no system declared: pass at least one config.System") {
+		t.Errorf("LoadCode():%s", dump(probs))
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package checkcmd
 
 import (
 	"context"
@@ -10,18 +10,18 @@ import (
 	"github.com/outbound-go/outbound/internal/redact"
 )
 
-// fleetDialTimeout bounds check's look at the fleet's Redis.
+// fleetDialTimeout bounds the check's look at the fleet's Redis.
 const fleetDialTimeout = time.Second
 
-// fleetWarnings warns when OUTBOUND_FLEET_REDIS_URL is valid but nothing
-// answers at its address: not a configuration problem (pods start and run
-// their breakers local until Redis answers), but worth knowing before a
-// rollout. It only opens a TCP connection: cmd/outbound speaks no Redis,
-// so that the core's tools stay Redis-free.
-func fleetWarnings(ctx context.Context) []config.Problem {
-	f, err := config.LoadFleet()
+// fleetWarnings warns when env's OUTBOUND_FLEET_REDIS_URL is valid but
+// nothing answers at its address: not a configuration problem (pods start
+// and run their breakers and quotas local until Redis answers), but worth
+// knowing before a rollout. It only opens a TCP connection: the check
+// speaks no Redis, so that the core stays Redis-free.
+func fleetWarnings(ctx context.Context, env map[string]string) []config.Problem {
+	f, err := config.LoadFleetEnv(env)
 	if err != nil || f.RedisURL == "" {
-		return nil // a problem Load reports, or no fleet
+		return nil // a problem the load reports, or no fleet
 	}
 	u, err := url.Parse(f.RedisURL)
 	if err != nil {

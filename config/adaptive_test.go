@@ -7,10 +7,10 @@ import (
 	"github.com/outbound-go/outbound/config"
 )
 
-// Issue 15: ADAPTIVE_CONCURRENCY and MIN_CONCURRENT load, their rules
-// (1 <= MIN_CONCURRENT <= MAX_CONCURRENT) are in the one report, and the
-// summary line shows the adaptive range.
-func TestIssue15AdaptiveVariables(t *testing.T) {
+// TestAdaptiveConcurrencyVariables: ADAPTIVE_CONCURRENCY and
+// MIN_CONCURRENT load, their rules (1 <= MIN_CONCURRENT <= MAX_CONCURRENT)
+// are in the one report, and the summary line shows the adaptive range.
+func TestAdaptiveConcurrencyVariables(t *testing.T) {
 	env := map[string]string{
 		"OUTBOUND_SYSTEMS":         "pay",
 		"PAY_BASE_URL":             "http://pay.internal",

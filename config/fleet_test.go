@@ -8,10 +8,10 @@ import (
 	"github.com/outbound-go/outbound/config"
 )
 
-// TestIssue13FleetVariables: BREAKER_SCOPE and OUTBOUND_FLEET_* are
-// checked in the one startup report; the Redis password never shows; an
+// TestFleetVariablesInTheStartupReport: BREAKER_SCOPE and OUTBOUND_FLEET_*
+// are checked in the one startup report; the Redis password never shows; an
 // unreachable Redis is no concern of config (it is never dialled here).
-func TestIssue13FleetVariables(t *testing.T) {
+func TestFleetVariablesInTheStartupReport(t *testing.T) {
 	t.Parallel()
 	const pw = "hunter2"
 	base := map[string]string{"PAYMENTS_BASE_URL": "https://pay.internal"}
@@ -77,9 +77,10 @@ func TestIssue13FleetVariables(t *testing.T) {
 	}
 }
 
-// TestIssue13LoadFleet: the fleet module reads the same settings through
-// LoadFleetEnv, with the same rules, and never prints the password.
-func TestIssue13LoadFleet(t *testing.T) {
+// TestLoadFleetEnvHasTheSameRules: the fleet module reads the same
+// settings through LoadFleetEnv, with the same rules, and never prints the
+// password.
+func TestLoadFleetEnvHasTheSameRules(t *testing.T) {
 	t.Parallel()
 	f, err := config.LoadFleetEnv(map[string]string{"OUTBOUND_FLEET_REDIS_URL": "redis://:pw@r:6379", "OUTBOUND_FLEET_NAMESPACE": "checkout"})
 	if err != nil || f.RedisURL != "redis://:pw@r:6379" || f.Namespace != "checkout" {

@@ -8,11 +8,11 @@ import (
 	"github.com/outbound-go/outbound/config"
 )
 
-// TestIssue16PrefixClash: a system named stripe failed startup on the
-// SDK's own STRIPE_SECRET_KEY and STRIPE_WEBHOOK_SECRET, openai on
-// OPENAI_API_KEY and OPENAI_ORG_ID ("matches no setting"). Only a near
-// miss of a setting's name is a problem now; the rest is not outbound's.
-func TestIssue16PrefixClash(t *testing.T) {
+// TestSDKVariablesUnderASystemPrefixAreIgnored: an SDK's own variables
+// share the prefix of the system named after it (STRIPE_SECRET_KEY,
+// OPENAI_API_KEY). They are not outbound's: listed by Ignored, never a
+// problem. Only a near miss of a setting's name is.
+func TestSDKVariablesUnderASystemPrefixAreIgnored(t *testing.T) {
 	t.Parallel()
 	const secret = "sk_live_hunter2"
 	env := map[string]string{
@@ -48,9 +48,9 @@ func TestIssue16PrefixClash(t *testing.T) {
 	}
 }
 
-// TestIssue16NearMissTypos: near misses of a setting's name still fail,
-// with the setting they were meant to be.
-func TestIssue16NearMissTypos(t *testing.T) {
+// TestNearMissOfASettingNameIsAProblem: near misses of a setting's name
+// fail the load, with the setting they were meant to be.
+func TestNearMissOfASettingNameIsAProblem(t *testing.T) {
 	t.Parallel()
 	for typo, want := range map[string]string{
 		"CONECT_TIMEOUT":           "CONNECT_TIMEOUT",
@@ -80,5 +80,24 @@ func TestIssue16NearMissTypos(t *testing.T) {
 			}
 			assertNoSecrets(t, "report", err.Error(), "hunter2")
 		})
+	}
+}
+
+// Kubernetes injects service-link variables for every Service of the
+// namespace; a Service named "payments-db" next to system "payments" must
+// not stop the pod.
+func TestServiceLinksOfOtherServicesIgnored(t *testing.T) {
+	setEnv(t, map[string]string{
+		"OUTBOUND_SYSTEMS":                    "payments",
+		"PAYMENTS_BASE_URL":                   goodURL,
+		"PAYMENTS_DB_SERVICE_HOST":            "10.0.0.9",
+		"PAYMENTS_DB_SERVICE_PORT":            "5432",
+		"PAYMENTS_DB_PORT":                    "tcp://10.0.0.9:5432",
+		"PAYMENTS_DB_PORT_5432_TCP_ADDR":      "10.0.0.9",
+		"PAYMENTS_API_V2_SERVICE_PORT_GRPC":   "9000",
+		"PAYMENTS_API_V2_PORT_9000_TCP_PROTO": "tcp",
+	})
+	if _, err := config.Load(); err != nil {
+		t.Fatalf("service-link variables of other Services reported: %v", err)
 	}
 }
