@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/semconv/v1.43.0/httpconv"
 
@@ -105,16 +104,17 @@ var breakerStates = [...]observe.BreakerState{observe.BreakerClosed, observe.Bre
 // observeStatus reports one client's Status.
 func (m *instruments) observeStatus(o metric.Observer, s *system, st *observe.Status) {
 	for k, state := range breakerStates {
-		o.ObserveInt64(m.breaker, b2i(st.Breaker == state), s.breaker[k])
+		o.ObserveInt64(m.breaker, b2i(st.Breaker == state), s.breaker[k].obs...)
 	}
-	o.ObserveInt64(m.inFlight, st.InFlight, s.base)
-	o.ObserveInt64(m.limit, st.Limit, s.base)
-	o.ObserveInt64(m.capacity, st.Capacity, s.base)
-	o.ObserveInt64(m.retries, int64(st.Retries), s.base)
-	o.ObserveInt64(m.hedgesSent, int64(st.HedgesSent), s.base)
-	o.ObserveInt64(m.hedgesWon, int64(st.HedgesWon), s.base)
+	base := s.base.obs
+	o.ObserveInt64(m.inFlight, st.InFlight, base...)
+	o.ObserveInt64(m.limit, st.Limit, base...)
+	o.ObserveInt64(m.capacity, st.Capacity, base...)
+	o.ObserveInt64(m.retries, int64(st.Retries), base...)
+	o.ObserveInt64(m.hedgesSent, int64(st.HedgesSent), base...)
+	o.ObserveInt64(m.hedgesWon, int64(st.HedgesWon), base...)
 	if st.Fleet != nil {
-		o.ObserveInt64(m.synced, b2i(st.Fleet.Synced), s.base)
+		o.ObserveInt64(m.synced, b2i(st.Fleet.Synced), base...)
 	}
 }
 
@@ -135,12 +135,15 @@ func (i *Instrumentation) ObserveAttempt(e observe.AttemptEvent) {
 	if e.Outcome.Refused() || int(e.Outcome) >= observe.NumOutcomes {
 		return
 	}
+	ctx := context.Background()
 	s := i.system(e.System)
 	if e.Injected {
-		i.m.injected.Add(context.Background(), 1, s.outcome[e.Outcome])
+		i.m.injected.Add(ctx, 1, s.outcome[e.Outcome].add...)
 		return
 	}
-	i.m.request.Inst().Record(context.Background(), e.Duration.Seconds(), s.requestAttrs(&e))
+	if h := i.m.request.Inst(); h.Enabled(ctx) {
+		h.Record(ctx, e.Duration.Seconds(), s.requestAttrs(&e).rec...)
+	}
 }
 
 // ObserveCall implements [observe.Observer]: every call counts in
@@ -150,11 +153,11 @@ func (i *Instrumentation) ObserveCall(e observe.CallEvent) {
 	if int(e.Outcome) >= observe.NumOutcomes {
 		return
 	}
-	s := i.system(e.System)
-	opt := s.outcome[e.Outcome]
-	i.m.calls.Add(context.Background(), 1, opt)
+	ctx := context.Background()
+	set := i.system(e.System).outcome[e.Outcome]
+	i.m.calls.Add(ctx, 1, set.add...)
 	if e.Attempts > 0 {
-		i.m.callDur.Record(context.Background(), e.Duration.Seconds(), opt)
+		i.m.callDur.Record(ctx, e.Duration.Seconds(), set.rec...)
 	}
 }
 
@@ -172,11 +175,4 @@ func (i *Instrumentation) ObserveLimit(e observe.LimitEvent) {
 		dir = "down"
 	}
 	i.m.adjustments.Add(context.Background(), 1, metric.WithAttributes(SystemKey.String(e.System), DirectionKey.String(dir)))
-}
-
-// attrSet is a resolved set of attributes, usable by every instrument.
-type attrSet = metric.MeasurementOption
-
-func newAttrSet(kvs ...attribute.KeyValue) attrSet {
-	return metric.WithAttributeSet(attribute.NewSet(kvs...))
 }

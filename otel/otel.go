@@ -33,7 +33,6 @@ const ScopeName = "github.com/outbound-go/outbound/otel"
 type Instrumentation struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
-	inject bool // prop has fields: attempts carry them on a copy of their headers
 	m      instruments
 	reg    metric.Registration // the callback of the instruments read from Status
 
@@ -92,10 +91,6 @@ func New(opts ...Option) (*Instrumentation, error) {
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
-	// The global propagator delegates to the one the service sets,
-	// maybe later: its fields are unknown now, so attempts always give it
-	// their copy of the headers.
-	inject := o.prop == nil || len(o.prop.Fields()) > 0
 	if o.mp == nil {
 		o.mp = otel.GetMeterProvider()
 	}
@@ -108,7 +103,6 @@ func New(opts ...Option) (*Instrumentation, error) {
 	i := &Instrumentation{
 		tracer: o.tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
 		prop:   o.prop,
-		inject: inject,
 	}
 	empty := map[string]*system{}
 	i.systems.Store(&empty)

@@ -9,13 +9,16 @@ import (
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outbound-go/outbound/observe"
 )
 
 // system holds the attribute sets of one system, resolved once, so that
-// recording an event allocates nothing once its set is known.
+// recording an event or starting a span allocates nothing on our side
+// once its set is known.
 type system struct {
 	name    string
 	attr    attribute.KeyValue           // outbound.system
@@ -24,13 +27,34 @@ type system struct {
 	breaker [len(breakerStates)]attrSet  // outbound.system and outbound.breaker.state
 	port    atomic.Int32                 // the default port of the system's scheme, learned from its attempts; 0: none yet
 
-	// requests and active map what an attempt's attributes depend on
-	// to their resolved set. Both are copied on write under mu: their
-	// keys are bounded (methods, hosts, statuses, ops, routes), so
-	// writes stop soon after start.
+	// requests, attempts and calls map what a record's or a span's
+	// attributes depend on to their resolved set. They are copied on
+	// write under mu: their keys are bounded (methods, hosts, statuses,
+	// ops, routes), so writes stop soon after start.
 	requests atomic.Pointer[map[requestKey]attrSet]
-	active   atomic.Pointer[map[activeKey]attrSet]
+	attempts atomic.Pointer[map[attemptKey]*attemptSets]
+	calls    atomic.Pointer[map[string][]trace.SpanStartOption]
 	mu       sync.Mutex
+}
+
+// attrSet is a resolved set of attributes, as the option of each kind of
+// instrument, each in a slice of its own: passing one allocates nothing.
+type attrSet struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+	obs []metric.ObserveOption
+}
+
+func newAttrSet(kvs ...attribute.KeyValue) attrSet {
+	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	return attrSet{[]metric.AddOption{o}, []metric.RecordOption{o}, []metric.ObserveOption{o}}
+}
+
+// attemptSets are what an attempt's span and its count in flight start
+// with.
+type attemptSets struct {
+	inFlight attrSet                 // http.client.active_requests
+	start    []trace.SpanStartOption // the span's kind and attributes
 }
 
 // maxSets bounds each map of resolved sets: past it, a new set is built
@@ -48,7 +72,8 @@ func newSystem(name string) *system {
 		s.breaker[k] = newAttrSet(s.attr, BreakerStateKey.String(string(state)))
 	}
 	s.requests.Store(&map[requestKey]attrSet{})
-	s.active.Store(&map[activeKey]attrSet{})
+	s.attempts.Store(&map[attemptKey]*attemptSets{})
+	s.calls.Store(&map[string][]trace.SpanStartOption{})
 	return s
 }
 
@@ -89,44 +114,58 @@ func (s *system) requestAttrs(e *observe.AttemptEvent) attrSet {
 	})
 }
 
-// activeKey is what the attributes of http.client.active_requests
-// depend on.
-type activeKey struct {
+// attemptKey is what the attributes an attempt's span starts with, and
+// those of http.client.active_requests, depend on.
+type attemptKey struct {
 	method, host string
 	port         int
 }
 
-// activeAttrs returns the attributes of http.client.active_requests:
+// attemptStart returns the sets an attempt starts with: for
+// http.client.active_requests and at the start of its span,
 // http.request.method, server.address, server.port and outbound.system.
-func (s *system) activeAttrs(method, host string, port int) attrSet {
-	return cached(&s.active, &s.mu, activeKey{method, host, port}, func() attrSet {
-		return newAttrSet(s.attr, semconv.HTTPRequestMethodKey.String(method), semconv.ServerAddress(host), semconv.ServerPort(port))
+func (s *system) attemptStart(method, host string, port int) *attemptSets {
+	return cached(&s.attempts, &s.mu, attemptKey{method, host, port}, func() *attemptSets {
+		kvs := []attribute.KeyValue{semconv.HTTPRequestMethodKey.String(method), semconv.ServerAddress(host), semconv.ServerPort(port), s.attr}
+		return &attemptSets{
+			inFlight: newAttrSet(kvs...),
+			start:    []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(kvs...)},
+		}
 	})
 }
 
-// cached returns the set of k in *m, building it with build and keeping
-// it on a miss (up to maxSets).
-func cached[K comparable](m *atomic.Pointer[map[K]attrSet], mu *sync.Mutex, k K, build func() attrSet) attrSet {
-	if set, ok := (*m.Load())[k]; ok {
-		return set
+// callStart returns what a call's span starts with: its kind,
+// http.request.method and outbound.system.
+func (s *system) callStart(method string) []trace.SpanStartOption {
+	return cached(&s.calls, &s.mu, method, func() []trace.SpanStartOption {
+		return []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(method), s.attr)}
+	})
+}
+
+// cached returns the value of k in *m, building it with build and
+// keeping it on a miss (up to maxSets).
+func cached[K comparable, V any](m *atomic.Pointer[map[K]V], mu *sync.Mutex, k K, build func() V) V {
+	if v, ok := (*m.Load())[k]; ok {
+		return v
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	cur := *m.Load()
-	if set, ok := cur[k]; ok {
-		return set
+	if v, ok := cur[k]; ok {
+		return v
 	}
-	set := build()
+	v := build()
 	if len(cur) >= maxSets {
-		return set
+		return v
 	}
-	next := make(map[K]attrSet, len(cur)+1)
-	for key, v := range cur {
-		next[key] = v
+	next := make(map[K]V, len(cur)+1)
+	for key, old := range cur {
+		next[key] = old
 	}
-	next[k] = set
+	next[k] = v
 	m.Store(&next)
-	return set
+	return v
 }
 
 // errorType is error.type for an attempt or a call: the status code for

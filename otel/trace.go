@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync/atomic"
 
@@ -56,11 +57,16 @@ type callTracer struct {
 }
 
 // RoundTrip runs the call under its span and returns what the pipeline
-// returned, unchanged.
+// returned, unchanged. A span that records nothing (no SDK, or not
+// sampled) costs the call nothing more: its attempts start from the
+// caller's context.
 func (t *callTracer) RoundTrip(req *http.Request) (*http.Response, error) {
 	method, _ := knownMethod(req.Method)
-	ctx, span := t.i.tracer.Start(req.Context(), spanName(method), trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(method), t.s.attr))
+	ctx, span := t.i.tracer.Start(req.Context(), spanName(method), t.s.callStart(method)...)
+	if !span.IsRecording() {
+		span.End()
+		return t.next.RoundTrip(req)
+	}
 	c := &call{span: span}
 	resp, err := t.next.RoundTrip(req.WithContext(context.WithValue(ctx, callKey{}, c)))
 	endCall(c, resp, err)
@@ -71,38 +77,36 @@ func (t *callTracer) RoundTrip(req *http.Request) (*http.Response, error) {
 // registry's error: its op as error.type, and a refusal as an event.
 func endCall(c *call, resp *http.Response, err error) {
 	span := c.span
-	if !span.IsRecording() {
-		span.End()
-		return
-	}
-	span.SetAttributes(AttemptsKey.Int(int(c.sent.Load())))
+	attempts := AttemptsKey.Int(int(c.sent.Load()))
 	var re *registry.Error
 	switch {
 	case errors.As(err, &re):
-		span.SetAttributes(semconv.ErrorTypeKey.String(errorTypeOr(errorType(0, re.Op))))
+		span.SetAttributes(attempts, semconv.ErrorTypeKey.String(errorTypeOr(errorType(0, re.Op))))
 		if out := re.Op.Outcome(false); out.Refused() {
 			span.AddEvent(RefusalEvent, trace.WithAttributes(
 				RefusalReasonKey.String(re.Op.Reason()), OutcomeKey.String(out.String())))
 		}
 		span.SetStatus(codes.Error, err.Error())
 	case err != nil:
-		span.SetAttributes(semconv.ErrorType(err))
+		span.SetAttributes(attempts, semconv.ErrorType(err))
 		span.SetStatus(codes.Error, err.Error())
 	default:
-		endWithStatus(span, resp)
+		endWithStatus(span, resp, attempts)
 	}
 	span.End()
 }
 
-// endWithStatus sets a response's status on span and, for a status of 400
-// or more, error.type and the error status (a client's span, as the
-// semantic conventions say).
-func endWithStatus(span trace.Span, resp *http.Response) {
-	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
-	if resp.StatusCode >= 400 {
-		span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
-		span.SetStatus(codes.Error, "")
+// endWithStatus sets a response's status and more on span and, for a
+// status of 400 or more, error.type and the error status (a client's
+// span, as the semantic conventions say).
+func endWithStatus(span trace.Span, resp *http.Response, more attribute.KeyValue) {
+	status := semconv.HTTPResponseStatusCode(resp.StatusCode)
+	if resp.StatusCode < 400 {
+		span.SetAttributes(status, more)
+		return
 	}
+	span.SetAttributes(status, more, semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
+	span.SetStatus(codes.Error, "")
 }
 
 func errorTypeOr(et string) string {
@@ -131,61 +135,109 @@ type attemptTracer struct {
 // a copy of the request's headers, and counts it in flight.
 func (t *attemptTracer) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	c, _ := ctx.Value(callKey{}).(*call)
-	resend := 0
-	if c != nil {
-		resend = int(c.sent.Add(1)) - 1
-	}
 	method, known := knownMethod(req.Method)
 	host, port := t.s.urlHostPort(req.URL)
-	attrs := make([]attribute.KeyValue, 0, 6)
-	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method), semconv.ServerAddress(host), semconv.ServerPort(port), t.s.attr)
-	if resend > 0 {
-		attrs = append(attrs, semconv.HTTPRequestResendCount(resend))
+	sets := t.s.attemptStart(method, host, port)
+	ctx, span := t.i.tracer.Start(ctx, spanName(method), sets.start...)
+	out := req
+	if span.IsRecording() {
+		t.recordStart(span, req, known, host, port)
+		out = req.WithContext(ctx)
 	}
+	if span.SpanContext().IsValid() {
+		// The caller's header map is never written: the first field
+		// the propagators set goes into a copy.
+		h := &headerCopy{src: req.Header}
+		t.i.prop.Inject(ctx, h)
+		if h.dst != nil {
+			if out == req {
+				out = req.WithContext(ctx)
+			}
+			out.Header = h.dst
+		}
+	}
+	active := t.i.m.active.Inst()
+	counted := active.Enabled(ctx)
+	if counted {
+		active.Add(ctx, 1, sets.inFlight.add...)
+	}
+	resp, err := t.next.RoundTrip(out)
+	if counted {
+		active.Add(ctx, -1, sets.inFlight.add...)
+	}
+	endAttempt(span, resp, err)
+	return resp, err
+}
+
+// recordStart sets the attributes of a recording attempt span that its
+// start did not have, and those of its call's span that its first attempt
+// gives.
+func (t *attemptTracer) recordStart(span trace.Span, req *http.Request, known bool, host string, port int) {
+	var kvs [3]attribute.KeyValue
+	attrs := append(kvs[:0], semconv.URLFull(fullURL(req.URL)))
 	if !known {
 		attrs = append(attrs, semconv.HTTPRequestMethodOriginal(req.Method))
 	}
-	ctx, span := t.i.tracer.Start(ctx, spanName(method), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
-	if span.IsRecording() {
-		// The URL as the registry's errors show it: no userinfo, no
-		// token-like query value.
-		span.SetAttributes(semconv.URLFull(config.RedactURL(req.URL.String())))
-		if c != nil && resend == 0 {
+	if c, _ := req.Context().Value(callKey{}).(*call); c != nil {
+		if resend := int(c.sent.Add(1)) - 1; resend > 0 {
+			attrs = append(attrs, semconv.HTTPRequestResendCount(resend))
+		} else {
 			c.span.SetAttributes(semconv.ServerAddress(host), semconv.ServerPort(port))
 		}
 	}
-	out := req.WithContext(ctx)
-	if t.i.inject {
-		// The caller's header map is never written: the copy carries
-		// the trace context.
-		out.Header = req.Header.Clone()
-		if out.Header == nil {
-			out.Header = make(http.Header)
-		}
-		t.i.prop.Inject(ctx, propagation.HeaderCarrier(out.Header))
+	span.SetAttributes(attrs...)
+}
+
+// fullURL is url.full as the registry's errors show a URL: no userinfo,
+// no token-like query value.
+func fullURL(u *url.URL) string {
+	if u.User == nil && u.RawQuery == "" {
+		return u.String()
 	}
-	inFlight := t.s.activeAttrs(method, host, port)
-	t.i.m.active.Inst().Add(ctx, 1, inFlight)
-	resp, err := t.next.RoundTrip(out)
-	t.i.m.active.Inst().Add(ctx, -1, inFlight)
-	endAttempt(span, resp, err)
-	return resp, err
+	return config.RedactURL(u.String())
+}
+
+// headerCopy is the carrier the propagators write an attempt's context
+// into: src, the request's headers, until the first Set, which goes
+// into a copy of them (dst).
+type headerCopy struct {
+	src, dst http.Header
+}
+
+func (h *headerCopy) headers() http.Header {
+	if h.dst != nil {
+		return h.dst
+	}
+	return h.src
+}
+
+// Get implements propagation.TextMapCarrier.
+func (h *headerCopy) Get(key string) string { return h.headers().Get(key) }
+
+// Keys implements propagation.TextMapCarrier.
+func (h *headerCopy) Keys() []string { return propagation.HeaderCarrier(h.headers()).Keys() }
+
+// Set implements propagation.TextMapCarrier.
+func (h *headerCopy) Set(key, value string) {
+	if h.dst == nil {
+		h.dst = h.src.Clone()
+		if h.dst == nil {
+			h.dst = make(http.Header)
+		}
+	}
+	h.dst.Set(key, value)
 }
 
 // endAttempt ends an attempt's span with its status, or its transport
 // error.
 func endAttempt(span trace.Span, resp *http.Response, err error) {
-	if span.IsRecording() {
-		if err != nil {
-			span.SetAttributes(semconv.ErrorType(err))
-			span.SetStatus(codes.Error, err.Error())
-		} else {
-			if v := protocolVersion(resp); v != "" {
-				span.SetAttributes(semconv.NetworkProtocolVersion(v))
-			}
-			endWithStatus(span, resp)
-		}
+	switch {
+	case !span.IsRecording():
+	case err != nil:
+		span.SetAttributes(semconv.ErrorType(err))
+		span.SetStatus(codes.Error, err.Error())
+	default:
+		endWithStatus(span, resp, semconv.NetworkProtocolVersion(protocolVersion(resp)))
 	}
 	span.End()
 }
@@ -193,10 +245,12 @@ func endAttempt(span trace.Span, resp *http.Response, err error) {
 // protocolVersion is network.protocol.version of a response: "1.1", "2".
 func protocolVersion(resp *http.Response) string {
 	switch {
-	case resp.ProtoMajor == 2:
-		return "2"
-	case resp.ProtoMajor == 1:
-		return "1." + strconv.Itoa(resp.ProtoMinor)
+	case resp.ProtoMajor == 1 && resp.ProtoMinor == 1:
+		return "1.1"
+	case resp.ProtoMajor == 1 && resp.ProtoMinor == 0:
+		return "1.0"
+	case resp.ProtoMinor == 0:
+		return strconv.Itoa(resp.ProtoMajor)
 	}
-	return ""
+	return strconv.Itoa(resp.ProtoMajor) + "." + strconv.Itoa(resp.ProtoMinor)
 }
