@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbound-go/outbound/outboundtest"
 )
@@ -250,5 +251,56 @@ func TestRequestsInFlightAreCountedUntilTheyEnd(t *testing.T) {
 	}
 	if v := value(t, got, "outbound.bulkhead.in_flight", nil); v != 0 {
 		t.Errorf("outbound.bulkhead.in_flight = %v after the body was closed, want 0", v)
+	}
+}
+
+// TestInjectedFaultsAreNotTheUpstreamsRequests checks a drill: attempts
+// that fault injection aborted count in outbound.injected.attempts, not
+// in http.client.request.duration, and nothing reached the upstream.
+func TestInjectedFaultsAreNotTheUpstreamsRequests(t *testing.T) {
+	t.Parallel()
+	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
+	e := env(up.URL, map[string]string{"RETRIES": "0", "FAULT_ABORT_RATIO": "1"})
+	e["OUTBOUND_FAULTS"] = "on"
+	r := newRig(t, e)
+
+	if status, err := r.get(t, context.Background(), "inventory", "/", ""); err != nil || status != 503 {
+		t.Fatalf("call: %d, %v; want the injected 503", status, err)
+	}
+	got := r.collect(t)
+	if up.Requests() != 0 {
+		t.Errorf("the upstream got %d requests, want 0", up.Requests())
+	}
+	if req := got["http.client.request.duration"]; len(req) != 0 {
+		t.Errorf("http.client.request.duration %v, want no record of an injected abort", req)
+	}
+	if v := value(t, got, "outbound.injected.attempts", map[string]string{"outbound.system": "inventory"}); v != 1 {
+		t.Errorf("outbound.injected.attempts = %v, want 1", v)
+	}
+}
+
+// TestUnknownMethodIsOther checks that a method the semantic conventions
+// do not know is "_OTHER" in the metrics, so that the attribute stays
+// bounded.
+func TestUnknownMethodIsOther(t *testing.T) {
+	t.Parallel()
+	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
+	r := newRig(t, env(up.URL, nil))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "PURGE", "/cache", nil)
+	resp, err := r.reg.MustClient("inventory").Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	got := r.collect(t)
+	if v := value(t, got, "http.client.request.duration", map[string]string{"http.request.method": "_OTHER"}); v != 1 {
+		t.Errorf("records under _OTHER: %v, want 1", v)
+	}
+	_, attempts := r.callSpans(t)
+	if len(attempts) != 1 || attempts[0].Name() != "HTTP" || spanAttrs(attempts[0])["http.request.method_original"] != "PURGE" {
+		t.Errorf("attempt spans %v: want one named HTTP with http.request.method_original PURGE", attempts)
 	}
 }
