@@ -29,7 +29,9 @@ func (discard) ForceFlush(context.Context) error                { return nil }
 // observer, with the instrumentation on the global providers (a service
 // that set up no OpenTelemetry SDK), and with the SDK's meter and tracer
 // (every span sampled and recorded, then dropped). The ratio of the last
-// to the first is the cost of the instrumentation:
+// to the first is the cost of the instrumentation; cpu-ns/op (client and
+// loopback server together) is the figure to compare on a loaded
+// machine, where wall time mostly measures the neighbours:
 //
 //	go test -run '^$' -bench Call -benchmem -count 6 ./otel/
 func BenchmarkCall(b *testing.B) {
@@ -61,11 +63,15 @@ func BenchmarkCall(b *testing.B) {
 			}
 			c := benchClient(b, up.URL, ropts...)
 			b.ReportAllocs()
+			cpu := benchCPU()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					benchGet(b, c)
 				}
 			})
+			if cpu := benchCPU() - cpu; cpu > 0 {
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+			}
 		})
 	}
 }
