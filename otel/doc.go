@@ -61,7 +61,7 @@
 //   - outbound.bulkhead.in_flight, outbound.bulkhead.limit,
 //     outbound.bulkhead.capacity (up-down counters, {call}).
 //   - outbound.retries, outbound.hedges.sent, outbound.hedges.won
-//     (counters).
+//     (counters, totals since the registry was built).
 //   - outbound.fleet.synced (gauge, 1 or 0): systems at
 //     BREAKER_SCOPE=fleet only.
 //
@@ -93,17 +93,26 @@
 //
 // Spans end when the response headers arrive (or the error): the body's
 // transfer is not in them, as it is not in the durations of the metrics.
+// A call span that records nothing (no SDK, or a sampler that drops it)
+// costs nothing more than starting it: its attempts then start from the
+// caller's context, and the trace context still goes upstream.
+//
+// An Instrumentation may serve several registries; their system names
+// must differ, as the metrics of one name are one series.
 //
 // # Not covered
 //
 // The seams of the registry do not give a tracer the route of a call nor
 // the op of a failed attempt, so: span names are the method alone (not
-// "GET /stock/{isbn}"), spans carry no url.template and url.full holds the
-// raw path even for a call given a route, and an attempt span's
+// "GET /stock/{isbn}"), spans carry no url.template and url.full holds
+// the raw path even for a call given a route, and an attempt span's
 // error.type is the transport error's type (semconv.ErrorType:
 // "net.OpError") where the metric says the op ("connect timeout"). The
-// events carry no context, so the metrics have no exemplars. Request and
-// response body sizes, connection metrics (http.client.open_connections,
-// http.client.connection.duration) and logs are not recorded; the
-// registry's log records are the logger's (registry.WithLogger).
+// events carry no context, so the metrics have no exemplars. The
+// duration of a hedged copy is the registry's, measured when it reports
+// the copy (once the race is settled), not when the copy ended. Request
+// and response body sizes, connection metrics
+// (http.client.open_connections, http.client.connection.duration) and
+// logs are not recorded; the registry's log records are the logger's
+// (registry.WithLogger).
 package otel
