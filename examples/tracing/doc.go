@@ -1,18 +1,18 @@
-// Command tracing shows how to trace every attempt of an outbound
-// registry with registry.WithTransportWrapper, without OpenTelemetry: a
-// hand-written RoundTripper opens a span-like record per attempt, sends
-// the W3C traceparent header upstream and logs the span (trace and span
-// ids, parent, system, method, host, path, status, duration) with slog.
+// Command tracing shows how to trace an outbound registry with
+// OpenTelemetry: the module github.com/outbound-go/outbound/otel is one
+// registry option, and the OpenTelemetry SDK (here its stdout exporter)
+// gets a span per call with a child span per attempt, the W3C
+// traceparent sent upstream on each attempt, and the HTTP client
+// metrics:
 //
-// The wrapper sits inside the breaker and the retry loop, so each retry
-// is a span of its own, a child of the caller's span:
+//	inst, err := outboundotel.New(outboundotel.WithTracerProvider(tp))
+//	reg, err := registry.FromEnvWith(systems, inst.Option())
 //
 //	go run ./examples/tracing
 //
 // starts a local upstream that fails the first request with 503, and
-// logs two spans of one trace for the one call. Set INVENTORY_BASE_URL
+// prints, as JSON lines, the spans of one trace: the two attempts (the
+// 503, then the retry with http.request.resend_count 1), the call around
+// them and the inbound request's span around it. Set INVENTORY_BASE_URL
 // to trace calls to a real system instead.
-//
-// With OpenTelemetry the wrapper is one line; see the comment on
-// newRegistry in main.go.
 package main

@@ -2,18 +2,20 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"sync/atomic"
-	"time"
+
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outbound-go/outbound/config"
+	outboundotel "github.com/outbound-go/outbound/otel"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -25,7 +27,6 @@ func main() {
 }
 
 func demo() error {
-	logger := slog.New(slog.NewTextHandler(os.Stdout, nil))
 	if os.Getenv("INVENTORY_BASE_URL") == "" {
 		// No upstream given: serve a local one that fails once.
 		srv := flakyUpstream()
@@ -33,136 +34,75 @@ func demo() error {
 		_ = os.Setenv("INVENTORY_BASE_URL", srv.URL)
 		_ = os.Setenv("INVENTORY_BACKOFF_BASE", "20ms")
 	}
-	return run(context.Background(), logger)
-}
-
-// run builds the registry with the tracing wrapper and makes one call
-// under a span of its own, as an inbound request handler would.
-func run(ctx context.Context, logger *slog.Logger) error {
-	reg, err := newRegistry(logger)
+	body, err := run(context.Background(), os.Stdout)
 	if err != nil {
 		return err
+	}
+	fmt.Println("call done:", body)
+	return nil
+}
+
+// run sets up the OpenTelemetry SDK as a service does at start (here
+// with the stdout exporter writing each span to spans as one JSON line;
+// a service would export over OTLP), builds the registry with the
+// instrumentation, and makes one call under the span of an inbound
+// request. It returns the upstream's answer.
+func run(ctx context.Context, spans io.Writer) (string, error) {
+	exporter, err := stdouttrace.New(stdouttrace.WithWriter(spans))
+	if err != nil {
+		return "", err
+	}
+	// WithSyncer exports each span as it ends, so that the demo's
+	// output is complete when the call returns; use WithBatcher in a
+	// service.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
+	defer tp.Shutdown(ctx)
+
+	inst, err := outboundotel.New(outboundotel.WithTracerProvider(tp),
+		outboundotel.WithPropagators(propagation.TraceContext{}))
+	if err != nil {
+		return "", err
+	}
+	defer inst.Close()
+	reg, err := registry.FromEnvWith([]config.System{{Name: "inventory"}}, inst.Option())
+	if err != nil {
+		return "", err
 	}
 	defer reg.Close()
 
-	// The inbound request's span; with OpenTelemetry this comes from
-	// the server middleware.
-	ctx = ContextWithSpan(ctx, Span{TraceID: newID(16), SpanID: newID(8)})
+	// The inbound request's span; in a service the server middleware
+	// (otelhttp.NewHandler) starts it.
+	ctx, span := tp.Tracer("bookstore").Start(ctx, "GET /books/{isbn}", trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
+	return stock(ctx, reg.MustClient("inventory"), "42")
+}
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/stock/42", nil)
+// stock asks the inventory for an ISBN's stock, as an outbound adapter
+// would: the route labels the call, the client does the rest.
+func stock(ctx context.Context, c *registry.Client, isbn string) (string, error) {
+	ctx = registry.WithRoute(ctx, "/stock/{isbn}")
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/stock/"+isbn, nil)
 	if err != nil {
-		return err
+		return "", err
 	}
-	resp, err := reg.MustClient("inventory").Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return err
+		return "", err
 	}
-	logger.Info("call done", "status", resp.StatusCode, "body", string(body))
-	return nil
-}
-
-// newRegistry wraps each system's transport with the tracing
-// RoundTripper. With OpenTelemetry
-// (go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp) the
-// option is one line:
-//
-//	registry.WithTransportWrapper(func(system string, rt http.RoundTripper) http.RoundTripper {
-//		return otelhttp.NewTransport(rt, otelhttp.WithSpanNameFormatter(
-//			func(_ string, r *http.Request) string { return system + " " + r.Method }))
-//	})
-func newRegistry(logger *slog.Logger) (*registry.Registry, error) {
-	return registry.FromEnvWith([]config.System{{Name: "inventory"}},
-		registry.WithTransportWrapper(func(system string, rt http.RoundTripper) http.RoundTripper {
-			return &TracingTransport{System: system, Next: rt, Logger: logger}
-		}),
-	)
-}
-
-// Span identifies a span: the trace it belongs to and its own id, as in
-// W3C Trace Context.
-type Span struct {
-	TraceID string // 32 hex digits
-	SpanID  string // 16 hex digits
-}
-
-type spanKey struct{}
-
-// ContextWithSpan returns ctx carrying s as the current span.
-func ContextWithSpan(ctx context.Context, s Span) context.Context {
-	return context.WithValue(ctx, spanKey{}, s)
-}
-
-// SpanFromContext returns the current span of ctx, if any.
-func SpanFromContext(ctx context.Context) (Span, bool) {
-	s, ok := ctx.Value(spanKey{}).(Span)
-	return s, ok
-}
-
-// TracingTransport records one span per attempt: a child of the span in
-// the request's context (or the root of a new trace), announced upstream
-// in the traceparent header, logged when the response headers (or the
-// error) arrive. URLs are logged as host and path only: no userinfo, no
-// query.
-type TracingTransport struct {
-	System string
-	Next   http.RoundTripper
-	Logger *slog.Logger
-}
-
-// RoundTrip implements http.RoundTripper. It never modifies req: the
-// header goes on a clone.
-func (t *TracingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	parent, hasParent := SpanFromContext(req.Context())
-	span := Span{TraceID: parent.TraceID, SpanID: newID(8)}
-	if !hasParent {
-		span.TraceID = newID(16)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("inventory: status %d", resp.StatusCode)
 	}
-	out := req.Clone(req.Context())
-	out.Header.Set("Traceparent", "00-"+span.TraceID+"-"+span.SpanID+"-01")
-
-	start := time.Now()
-	resp, err := t.Next.RoundTrip(out)
-	attrs := []slog.Attr{
-		slog.String("trace_id", span.TraceID),
-		slog.String("span_id", span.SpanID),
-		slog.String("parent_id", parent.SpanID),
-		slog.String("name", t.System+" "+req.Method),
-		slog.String("system", t.System),
-		slog.String("method", req.Method),
-		slog.String("host", req.URL.Host),
-		slog.String("path", req.URL.Path),
-		slog.Time("start", start),
-		slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-	}
-	level := slog.LevelInfo
-	switch {
-	case err != nil:
-		level = slog.LevelWarn
-		attrs = append(attrs, slog.String("error", err.Error()))
-	default:
-		attrs = append(attrs, slog.Int("status", resp.StatusCode))
-		if resp.StatusCode >= 500 {
-			level = slog.LevelWarn
-		}
-	}
-	t.Logger.LogAttrs(req.Context(), level, "span", attrs...)
-	return resp, err
-}
-
-// newID returns n random bytes in hex.
-func newID(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	return string(body), nil
 }
 
 // flakyUpstream answers 503 to its first request and 200 to the others,
-// so the demo shows a retry as a second span of the same trace.
+// so the demo shows a retry as a second attempt span of the same call.
+// Its answer says which traceparent it got.
 func flakyUpstream() *httptest.Server {
 	var n atomic.Int64
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -4,12 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -17,96 +12,88 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) records(t *testing.T) []map[string]any {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
-		out = append(out, m)
+// exported is what the test reads of a span the stdout exporter wrote.
+type exported struct {
+	Name        string
+	SpanContext struct{ TraceID, SpanID string }
+	Parent      struct{ TraceID, SpanID string }
+	SpanKind    int // 1 internal, 2 server, 3 client
+	Attributes  []struct {
+		Key   string
+		Value struct{ Value any }
 	}
-	return out
+	Status struct{ Code string }
 }
 
-var traceparentRE = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`)
+func (s exported) attr(key string) string {
+	for _, a := range s.Attributes {
+		if a.Key == key {
+			b, _ := json.Marshal(a.Value.Value)
+			return strings.Trim(string(b), `"`)
+		}
+	}
+	return ""
+}
 
-// TestRunTracesEveryAttempt runs the demo against its flaky upstream:
-// the 503 and the retry's 200 are two spans of one trace, children of
-// the caller's span, and the upstream saw the second span's traceparent.
-func TestRunTracesEveryAttempt(t *testing.T) {
+// TestRunTracesTheCallAndEachAttempt runs the demo against its flaky
+// upstream: the OpenTelemetry SDK exports the two attempts (the 503, an
+// error, then the retry with its resend count), the call around them and
+// the inbound request's span around it, all of one trace; the upstream
+// saw the retry's span in its traceparent; and no secret of BASE_URL
+// reached a span.
+func TestRunTracesTheCallAndEachAttempt(t *testing.T) {
 	srv := flakyUpstream()
 	defer srv.Close()
 	t.Setenv("INVENTORY_BASE_URL", "http://user:pw@"+strings.TrimPrefix(srv.URL, "http://")+"?token=s3cr3t")
 	t.Setenv("INVENTORY_BACKOFF_BASE", "1ms")
-	var buf syncBuffer
-	if err := run(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil))); err != nil {
-		t.Fatal(err)
-	}
-	recs := buf.records(t)
-	if len(recs) != 3 || recs[0]["msg"] != "span" || recs[1]["msg"] != "span" || recs[2]["msg"] != "call done" {
-		t.Fatalf("records %v: want two spans and the call", recs)
-	}
-	a, b := recs[0], recs[1]
-	if a["status"] != float64(503) || b["status"] != float64(200) || a["level"] != "WARN" || b["level"] != "INFO" {
-		t.Errorf("spans %v, %v: want a 503 (WARN) then a 200", a, b)
-	}
-	if a["trace_id"] != b["trace_id"] || a["parent_id"] != b["parent_id"] || a["span_id"] == b["span_id"] || a["parent_id"] == "" {
-		t.Errorf("spans %v, %v: want two children of one parent in one trace", a, b)
-	}
-	if a["system"] != "inventory" || a["path"] != "/stock/42" || a["name"] != "inventory GET" {
-		t.Errorf("span %v", a)
-	}
-	want := "00-" + b["trace_id"].(string) + "-" + b["span_id"].(string) + "-01"
-	if body, _ := recs[2]["body"].(string); !strings.Contains(body, want) {
-		t.Errorf("upstream saw %q, want traceparent %s", body, want)
-	}
-	out := buf.b.String()
-	for _, secret := range []string{"user:pw", "s3cr3t"} {
-		if strings.Contains(out, secret) {
-			t.Errorf("the spans contain %q", secret)
-		}
-	}
-}
-
-// TestTracingTransportLeavesRequestAlone checks that the header goes on
-// a clone, and that a request without a span starts a trace.
-func TestTracingTransportLeavesRequestAlone(t *testing.T) {
-	var got string
-	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		got = r.Header.Get("Traceparent")
-	}))
-	defer srv.Close()
-	defer srv.Client().CloseIdleConnections()
-	var buf syncBuffer
-	tr := &TracingTransport{System: "inv", Next: srv.Client().Transport, Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
-	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/x", nil)
-	resp, err := tr.RoundTrip(req)
+	var out bytes.Buffer
+	body, err := run(context.Background(), &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = resp.Body.Close()
-	if req.Header.Get("Traceparent") != "" {
-		t.Error("RoundTrip modified the caller's request")
+	var spans []exported
+	dec := json.NewDecoder(bytes.NewReader(out.Bytes()))
+	for dec.More() {
+		var s exported
+		if err := dec.Decode(&s); err != nil {
+			t.Fatal(err)
+		}
+		spans = append(spans, s)
 	}
-	if !traceparentRE.MatchString(got) {
-		t.Errorf("traceparent %q", got)
+	if len(spans) != 4 {
+		t.Fatalf("%d spans exported, want 4 (two attempts, the call, the inbound request):\n%s", len(spans), out.String())
 	}
-	if r := buf.records(t)[0]; r["parent_id"] != "" || !strings.Contains(got, r["trace_id"].(string)) {
-		t.Errorf("root span %v for traceparent %s", r, got)
+	first, retry, call, inbound := spans[0], spans[1], spans[2], spans[3]
+	if first.SpanKind != 3 || retry.SpanKind != 3 || call.SpanKind != 1 || inbound.Name != "GET /books/{isbn}" {
+		t.Errorf("spans %q/%d, %q/%d, %q/%d, %q: want two client attempts, the internal call, the inbound request",
+			first.Name, first.SpanKind, retry.Name, retry.SpanKind, call.Name, call.SpanKind, inbound.Name)
+	}
+	for _, s := range spans {
+		if s.SpanContext.TraceID != inbound.SpanContext.TraceID {
+			t.Errorf("span %q is in trace %s, want %s", s.Name, s.SpanContext.TraceID, inbound.SpanContext.TraceID)
+		}
+	}
+	if first.Parent.SpanID != call.SpanContext.SpanID || retry.Parent.SpanID != call.SpanContext.SpanID ||
+		call.Parent.SpanID != inbound.SpanContext.SpanID {
+		t.Error("want the attempts children of the call, the call a child of the inbound request")
+	}
+	if first.attr("http.response.status_code") != "503" || first.Status.Code != "Error" || first.attr("http.request.resend_count") != "" {
+		t.Errorf("first attempt: status %s (%s), resend_count %q; want 503, an error, none",
+			first.attr("http.response.status_code"), first.Status.Code, first.attr("http.request.resend_count"))
+	}
+	if retry.attr("http.response.status_code") != "200" || retry.attr("http.request.resend_count") != "1" {
+		t.Errorf("retry: status %s, resend_count %s; want 200, 1", retry.attr("http.response.status_code"), retry.attr("http.request.resend_count"))
+	}
+	if call.attr("outbound.system") != "inventory" || call.attr("outbound.attempts") != "2" {
+		t.Errorf("call: system %q, attempts %q", call.attr("outbound.system"), call.attr("outbound.attempts"))
+	}
+	want := "00-" + retry.SpanContext.TraceID + "-" + retry.SpanContext.SpanID + "-01"
+	if !strings.Contains(body, want) {
+		t.Errorf("upstream answered %s, want it to have seen traceparent %s", body, want)
+	}
+	for _, secret := range []string{"user:pw", "s3cr3t"} {
+		if strings.Contains(out.String(), secret) {
+			t.Errorf("the spans contain %q", secret)
+		}
 	}
 }
