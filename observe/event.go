@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"context"
 	"net/http"
 	"time"
 )
@@ -11,10 +12,10 @@ type AttemptEvent struct {
 	System string
 	Method string
 	Host   string // host[:port] of the request's URL
-	// Path is the route set with registry.WithRoute, else the raw path
+	// Path is the route set with WithRoute, else the raw path
 	// (never the query or the userinfo).
 	Path string
-	// Route is the route set with registry.WithRoute ("/stock/{isbn}"),
+	// Route is the route set with WithRoute ("/stock/{isbn}"),
 	// or "" when the caller gave none: a bounded label (url.template).
 	Route   string
 	Attempt int  // 1 for the first attempt
@@ -111,4 +112,20 @@ type Tracer interface {
 // An observer given to several registries is handed one function each.
 type StatusWatcher interface {
 	WatchStatus(status func() []Status)
+}
+
+type routeKey struct{}
+
+// WithRoute labels the calls made with ctx with route, a path template
+// such as "/stock/{isbn}": observers (logs, metrics, traces) see the route
+// instead of the raw path, which keeps identifiers and secrets in paths
+// out of them and keeps label sets small.
+func WithRoute(ctx context.Context, route string) context.Context {
+	return context.WithValue(ctx, routeKey{}, route)
+}
+
+// Route returns the route WithRoute put in ctx, or "".
+func Route(ctx context.Context) string {
+	r, _ := ctx.Value(routeKey{}).(string)
+	return r
 }

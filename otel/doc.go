@@ -34,7 +34,7 @@
 //     there was a response, error.type (the status for 400 and above, else
 //     the op that ended the attempt: "connect timeout", "read timeout",
 //     "canceled", ...), url.template only when the caller gave a route
-//     with registry.WithRoute, and outbound.system.
+//     with observe.WithRoute, and outbound.system.
 //   - http.client.active_requests (up-down counter, {request}): requests
 //     in flight, by http.request.method, server.address, server.port and
 //     outbound.system.
@@ -102,15 +102,7 @@
 //
 // # Not covered
 //
-// The seams of the registry do not give a tracer the route of a call nor
-// the op of a failed attempt, so: span names are the method alone (not
-// "GET /stock/{isbn}"), spans carry no url.template and url.full holds
-// the raw path even for a call given a route, and an attempt span's
-// error.type is the transport error's type (semconv.ErrorType:
-// "net.OpError") where the metric says the op ("connect timeout"). The
-// events carry no context, so the metrics have no exemplars. The
-// duration of a hedged copy is the registry's, measured when it reports
-// the copy (once the race is settled), not when the copy ended. Request
+// The events carry no context, so the metrics have no exemplars. Request
 // and response body sizes, connection metrics
 // (http.client.open_connections, http.client.connection.duration) and
 // logs are not recorded; the registry's log records are the logger's

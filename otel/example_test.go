@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/observe"
 	outboundotel "github.com/outbound-go/outbound/otel"
 	"github.com/outbound-go/outbound/registry"
 )
@@ -53,7 +54,7 @@ func Example() {
 	defer reg.Close()
 
 	// The route keeps the ISBN out of the metrics' attributes.
-	ctx := registry.WithRoute(context.Background(), "/stock/{isbn}")
+	ctx := observe.WithRoute(context.Background(), "/stock/{isbn}")
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/stock/42", nil)
 	resp, err := reg.MustClient("inventory").Do(req)
 	if err != nil {
@@ -87,8 +88,8 @@ func Example() {
 	}
 	// Output:
 	// traceparent sent: true
-	// span: client GET
-	// span: internal GET
+	// span: client GET /stock/{isbn}
+	// span: internal GET /stock/{isbn}
 	// metric: http.client.active_requests
 	// metric: http.client.request.duration url.template=/stock/{isbn}
 	// metric: outbound.breaker.state

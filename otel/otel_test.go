@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 
+	"github.com/outbound-go/outbound/observe"
 	outboundotel "github.com/outbound-go/outbound/otel"
 	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
@@ -64,7 +65,7 @@ func (r *rig) get(t *testing.T, ctx context.Context, system, path, route string)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if route != "" {
-		ctx = registry.WithRoute(ctx, route)
+		ctx = observe.WithRoute(ctx, route)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
 	if err != nil {

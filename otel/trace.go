@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -62,10 +63,14 @@ type callTracer struct {
 // caller's context.
 func (t *callTracer) RoundTrip(req *http.Request) (*http.Response, error) {
 	method, _ := knownMethod(req.Method)
-	ctx, span := t.i.tracer.Start(req.Context(), spanName(method), t.s.callStart(method)...)
+	route := observe.Route(req.Context())
+	ctx, span := t.i.tracer.Start(req.Context(), spanName(method, route), t.s.callStart(method)...)
 	if !span.IsRecording() {
 		span.End()
 		return t.next.RoundTrip(req)
+	}
+	if route != "" {
+		span.SetAttributes(semconv.URLTemplate(route))
 	}
 	c := &call{span: span}
 	resp, err := t.next.RoundTrip(req.WithContext(context.WithValue(ctx, callKey{}, c)))
@@ -117,10 +122,14 @@ func errorTypeOr(et string) string {
 }
 
 // spanName is a span's name as the semantic conventions give it: the
-// method, or "HTTP" for a method they do not know.
-func spanName(method string) string {
+// method, or "HTTP" for a method they do not know, followed by the route
+// when the caller gave one (observe.WithRoute).
+func spanName(method, route string) string {
 	if method == "_OTHER" {
-		return "HTTP"
+		method = "HTTP"
+	}
+	if route != "" {
+		return method + " " + route
 	}
 	return method
 }
@@ -138,7 +147,7 @@ func (t *attemptTracer) RoundTrip(req *http.Request) (*http.Response, error) {
 	method, known := knownMethod(req.Method)
 	host, port := t.s.urlHostPort(req.URL)
 	sets := t.s.attemptStart(method, host, port)
-	ctx, span := t.i.tracer.Start(ctx, spanName(method), sets.start...)
+	ctx, span := t.i.tracer.Start(ctx, spanName(method, observe.Route(ctx)), sets.start...)
 	out := req
 	if span.IsRecording() {
 		t.recordStart(span, req, known, host, port)
@@ -173,10 +182,13 @@ func (t *attemptTracer) RoundTrip(req *http.Request) (*http.Response, error) {
 // start did not have, and those of its call's span that its first attempt
 // gives.
 func (t *attemptTracer) recordStart(span trace.Span, req *http.Request, known bool, host string, port int) {
-	var kvs [3]attribute.KeyValue
-	attrs := append(kvs[:0], semconv.URLFull(fullURL(req.URL)))
+	var kvs [4]attribute.KeyValue
+	attrs := append(kvs[:0], semconv.URLFull(fullURL(req.URL, observe.Route(req.Context()))))
 	if !known {
 		attrs = append(attrs, semconv.HTTPRequestMethodOriginal(req.Method))
+	}
+	if route := observe.Route(req.Context()); route != "" {
+		attrs = append(attrs, semconv.URLTemplate(route))
 	}
 	if c, _ := req.Context().Value(callKey{}).(*call); c != nil {
 		if resend := int(c.sent.Add(1)) - 1; resend > 0 {
@@ -189,8 +201,13 @@ func (t *attemptTracer) recordStart(span trace.Span, req *http.Request, known bo
 }
 
 // fullURL is url.full as the registry's errors show a URL: no userinfo,
-// no token-like query value.
-func fullURL(u *url.URL) string {
+// no token-like query value, and the route in place of the path when the
+// caller gave one, so that identifiers and secrets in paths stay out of
+// the traces as WithRoute promises.
+func fullURL(u *url.URL, route string) string {
+	if route != "" {
+		return u.Scheme + "://" + u.Host + route
+	}
 	if u.User == nil && u.RawQuery == "" {
 		return u.String()
 	}

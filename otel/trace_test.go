@@ -236,8 +236,8 @@ func TestConnectErrorNamesItsOp(t *testing.T) {
 		t.Errorf("call span error.type %q (%v), want connect and an error", got, calls[0].Status())
 	}
 	a := spanAttrs(attempts[0])
-	if a["error.type"] == "" || attempts[0].Status().Code != codes.Error {
-		t.Errorf("attempt span %v (%v): want an error.type and an error", a, attempts[0].Status())
+	if a["error.type"] != "connect" || attempts[0].Status().Code != codes.Error {
+		t.Errorf("attempt span %v (%v): want error.type connect, the op the metric says, and an error", a, attempts[0].Status())
 	}
 	if _, ok := a["http.response.status_code"]; ok {
 		t.Errorf("attempt span without a response has a status: %v", a)
@@ -341,6 +341,32 @@ func TestCallersHeadersAreNeverWritten(t *testing.T) {
 	for _, got := range script.Received() {
 		if got.Header.Get("traceparent") == "" || got.Header.Get("X-Caller") != "1" {
 			t.Errorf("upstream got headers %v: want the caller's and a traceparent", got.Header)
+		}
+	}
+}
+
+// TestRouteNamesTheSpansAndHidesThePath checks that a call given a route
+// has it in its spans' names and url.template, and that no span carries
+// the raw path (the identifier in it).
+func TestRouteNamesTheSpansAndHidesThePath(t *testing.T) {
+	t.Parallel()
+	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
+	r := newRig(t, env(up.URL, nil))
+	if _, err := r.get(t, context.Background(), "inventory", "/stock/978-0-secret", "/stock/{isbn}"); err != nil {
+		t.Fatal(err)
+	}
+	calls, attempts := r.callSpans(t)
+	if len(calls) != 1 || len(attempts) != 1 {
+		t.Fatalf("%d call spans and %d attempt spans, want 1 and 1", len(calls), len(attempts))
+	}
+	for _, s := range append(calls, attempts...) {
+		if s.Name() != "GET /stock/{isbn}" || spanAttrs(s)["url.template"] != "/stock/{isbn}" {
+			t.Errorf("span %q %v, want the route in its name and url.template", s.Name(), spanAttrs(s))
+		}
+		for k, v := range spanAttrs(s) {
+			if strings.Contains(v, "secret") {
+				t.Errorf("span %q: %s = %q shows the raw path", s.Name(), k, v)
+			}
 		}
 	}
 }

@@ -34,9 +34,10 @@ type call struct {
 type attempt struct {
 	call *call
 	req  *http.Request
-	n    int       // 1 for the first attempt of its hop
-	last bool      // no attempt may follow: a failure gives up
-	t0   time.Time // when it went; zero unless the client is timed
+	n    int           // 1 for the first attempt of its hop
+	last bool          // no attempt may follow: a failure gives up
+	t0   time.Time     // when it went; zero unless the client is timed
+	took time.Duration // until it ended; zero unless the client is timed
 
 	resp  *http.Response
 	op    observe.Op    // what ended it without a response; 0 with one

@@ -109,8 +109,12 @@ func (c *Client) buildChain(o *options) callStage {
 	if o.wrap != nil {
 		rt = o.wrap(c.name, rt)
 	}
+	traced := false
 	for _, ob := range o.observers {
 		if t, ok := ob.(observe.Tracer); ok {
+			if !traced {
+				rt, traced = transport.Classifying(rt), true
+			}
 			rt = t.TraceAttempt(c.name, rt)
 		}
 	}

@@ -146,6 +146,10 @@ func (e *Error) Is(target error) bool {
 	return target == context.DeadlineExceeded && e.Op.Deadline()
 }
 
+// ErrorType is the op's name ("connect timeout"): the low-cardinality
+// error.type of OpenTelemetry's conventions.
+func (e *Error) ErrorType() string { return e.Op.String() }
+
 // Timeout reports whether the call failed on a timeout of any phase, as
 // net.Error does.
 func (e *Error) Timeout() bool { return e.Op.Timeout() }

@@ -39,11 +39,10 @@ type race struct {
 	lastFail *copyResult          // the last failure, while copies are in flight
 }
 
-// copyResult is one copy of a hedged attempt, and how long it took.
+// copyResult is one copy of a hedged attempt.
 type copyResult struct {
 	attempt
-	k    int // 0: the first copy; 1..HEDGE_MAX: the hedges
-	took time.Duration
+	k int // 0: the first copy; 1..HEDGE_MAX: the hedges
 }
 
 func (s *hedgeStage) send(a *attempt) {
@@ -51,6 +50,7 @@ func (s *hedgeStage) send(a *attempt) {
 		// Never hedged: sent once, told as a plain attempt.
 		a.t0 = time.Now()
 		s.next.send(a)
+		a.took = time.Since(a.t0)
 		s.c.report(a, hedgeTag{})
 		return
 	}

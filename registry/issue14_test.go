@@ -570,3 +570,41 @@ func hgGet(t *testing.T, c *Client) (*http.Response, []byte) {
 	_ = resp.Body.Close()
 	return resp, b
 }
+
+// TestHedgedCopyDurationIsItsOwn checks that the observers get each
+// copy's own duration, not the race's: a first copy that fails after
+// 50ms is reported with about that, though the hedge that wins answers
+// 1.5s later.
+func TestHedgedCopyDurationIsItsOwn(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 { // the first copy: a 503 once the hedge is out
+			if outboundtest.Wait(r, 50*time.Millisecond) {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+			return
+		}
+		if outboundtest.Wait(r, 1500*time.Millisecond) {
+			_, _ = io.WriteString(w, "ok")
+		}
+	}))
+	obs := &hgEvents{}
+	c := hgClient(t, up.URL, map[string]string{"HEDGE_DELAY": "10ms"}, WithObserver(obs))
+	if resp, body := hgGet(t, c); resp.StatusCode != http.StatusOK || string(body) != "ok" {
+		t.Fatalf("%d %q, want the hedge's 200 ok", resp.StatusCode, body)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	for _, e := range obs.ev {
+		if e.Hedge == 0 && (e.Status != http.StatusServiceUnavailable || e.Duration > time.Second) {
+			t.Errorf("first copy: status %d after %v, want its 503 after about 50ms", e.Status, e.Duration)
+		}
+		if e.Hedge == 1 && e.Duration < time.Second {
+			t.Errorf("hedge: %v, want its own 1.5s", e.Duration)
+		}
+	}
+	if len(obs.ev) != 2 {
+		t.Errorf("%d attempt events, want 2: %+v", len(obs.ev), obs.ev)
+	}
+}

@@ -55,7 +55,7 @@ func WithObserver(o observe.Observer) Option {
 // outbound.hedge, outbound.won, outbound.injected, outbound.suppressed).
 // Records carry the host and the path, never the userinfo or the query;
 // a path that holds identifiers or secrets ("/password-resets/<token>")
-// should be labelled with [WithRoute].
+// should be labelled with observe.WithRoute.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(opts *options) { opts.logger = l })
 }
@@ -76,16 +76,6 @@ func WithTransportWrapper(wrap func(system string, rt http.RoundTripper) http.Ro
 // do.
 func WithFaultSeed(seed uint64) Option {
 	return optionFunc(func(o *options) { o.faultSeed = &seed })
-}
-
-type routeKey struct{}
-
-// WithRoute labels the calls made with ctx with route, a path template
-// such as "/stock/{isbn}": observers (logs, metrics, traces) see the route
-// instead of the raw path, which keeps identifiers and secrets in paths
-// out of them and keeps label sets small.
-func WithRoute(ctx context.Context, route string) context.Context {
-	return context.WithValue(ctx, routeKey{}, route)
 }
 
 // WithStream returns a copy of ctx that makes a call through [Client.Do]

@@ -82,6 +82,7 @@ type reportStage struct {
 func (s *reportStage) send(a *attempt) {
 	a.t0 = time.Now()
 	s.next.send(a)
+	a.took = time.Since(a.t0)
 	s.c.report(a, hedgeTag{})
 }
 
@@ -99,9 +100,9 @@ type hedgeTag struct {
 // a.last says none can follow.
 func (c *Client) report(a *attempt, h hedgeTag) {
 	req := a.req
-	route, _ := req.Context().Value(routeKey{}).(string)
+	route := observe.Route(req.Context())
 	ev := observe.AttemptEvent{System: c.name, Method: req.Method, Host: req.URL.Host, Path: req.URL.Path, Route: route,
-		Attempt: a.n, Hedge: h.k, Won: h.won, Op: a.op, Err: a.err, Duration: time.Since(a.t0)}
+		Attempt: a.n, Hedge: h.k, Won: h.won, Op: a.op, Err: a.err, Duration: a.took}
 	if route != "" {
 		ev.Path = route
 	}

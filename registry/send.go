@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/outbound-go/outbound/internal/fault"
@@ -46,6 +47,11 @@ type transportStage struct {
 func (s *transportStage) send(a *attempt) {
 	resp, err := s.rt.RoundTrip(a.req)
 	if err != nil {
+		var te *transport.Error // classified already, for a tracer
+		if errors.As(err, &te) {
+			a.op, a.err = te.Op, te.Err
+			return
+		}
 		a.op, a.err = transport.Classify(a.req.Context(), err), err
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/observe"
 	outboundotel "github.com/outbound-go/outbound/otel"
 	"github.com/outbound-go/outbound/registry"
 )
@@ -80,7 +81,7 @@ func run(ctx context.Context, spans io.Writer) (string, error) {
 // stock asks the inventory for an ISBN's stock, as an outbound adapter
 // would: the route labels the call, the client does the rest.
 func stock(ctx context.Context, c *registry.Client, isbn string) (string, error) {
-	ctx = registry.WithRoute(ctx, "/stock/{isbn}")
+	ctx = observe.WithRoute(ctx, "/stock/{isbn}")
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/stock/"+isbn, nil)
 	if err != nil {
 		return "", err

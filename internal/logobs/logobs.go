@@ -37,7 +37,7 @@ const SampleEvery = time.Second
 
 // Observer is an observe.Observer (and observe.LimitObserver) that logs.
 // Records never carry a URL: attempts log the host and the path (the
-// route given with registry.WithRoute, else the raw path, with no
+// route given with observe.WithRoute, else the raw path, with no
 // userinfo and no query), and the errors logged are the registry's own,
 // whose URLs are redacted. It is safe for concurrent use; at a disabled
 // level an event costs one Enabled call and no allocation.

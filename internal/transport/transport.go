@@ -111,3 +111,31 @@ func certAlert(msg string) bool {
 	}
 	return false
 }
+
+// Error is a transport error with the op the registry names it by: the
+// error the tracers of a system's attempts see (observe.Tracer). Its
+// ErrorType is the op's name ("connect timeout"), which OpenTelemetry's
+// error.type attribute takes.
+type Error struct {
+	Op  observe.Op
+	Err error
+}
+
+func (e *Error) Error() string     { return e.Err.Error() }
+func (e *Error) Unwrap() error     { return e.Err }
+func (e *Error) ErrorType() string { return e.Op.String() }
+
+// Classifying wraps rt so that its errors are [*Error]: the registry puts
+// it under the tracers' wrappers, and only when there is a tracer (it
+// costs an allocation per failed attempt).
+func Classifying(rt http.RoundTripper) http.RoundTripper { return classifying{rt} }
+
+type classifying struct{ rt http.RoundTripper }
+
+func (c classifying) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.rt.RoundTrip(req)
+	if err != nil {
+		return nil, &Error{Op: Classify(req.Context(), err), Err: err}
+	}
+	return resp, nil
+}
