@@ -280,14 +280,23 @@ var errClosed = errors.New("fleet: closed")
 // and a registry with a system at scope fleet refuses to build.
 func (f *Fleet) Option() registry.Option {
 	if f == nil {
-		return registry.WithFleetCircuit(nil)
+		return registry.WithFleet(nil)
 	}
-	return registry.WithFleetCircuit(func(system string, c config.Client, local registry.Circuit) (registry.Circuit, error) {
-		return f.add(system, settings{
-			minRequests: c.BreakerMinRequests, ratio: c.BreakerFailureRatio, window: c.BreakerWindow,
-			openTimeout: c.BreakerOpenTimeout, probes: c.BreakerHalfOpenProbes, callTimeout: c.CallTimeout,
-		}, local, registry.Judge)
-	})
+	return registry.WithFleet(seam{f})
+}
+
+// seam is the fleet as the registry sees it (registry.Fleet).
+type seam struct{ f *Fleet }
+
+func (s seam) Circuit(system string, c config.Client, local registry.Circuit) (registry.Circuit, error) {
+	return s.f.add(system, settings{
+		minRequests: c.BreakerMinRequests, ratio: c.BreakerFailureRatio, window: c.BreakerWindow,
+		openTimeout: c.BreakerOpenTimeout, probes: c.BreakerHalfOpenProbes, callTimeout: c.CallTimeout,
+	}, local, registry.Judge)
+}
+
+func (s seam) Quota(system string, _ config.Client, _ registry.Quota) (registry.Quota, error) {
+	return nil, fmt.Errorf("fleet: system %q: a quota shared by the fleet (RATE_SCOPE=fleet) is not built yet", system)
 }
 
 // add makes local, the registry's breaker of system, a fleet breaker.

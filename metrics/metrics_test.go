@@ -469,10 +469,7 @@ func TestFleetSynced(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := metrics.New(nil)
-	r, err := registry.New(loaded, registry.WithObserver(m),
-		registry.WithFleetCircuit(func(_ string, _ config.Client, local registry.Circuit) (registry.Circuit, error) {
-			return degradedCircuit{local}, nil
-		}))
+	r, err := registry.New(loaded, registry.WithObserver(m), registry.WithFleet(degradedFleet{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,4 +482,16 @@ func TestFleetSynced(t *testing.T) {
 	if err := promtest.CollectAndCompare(m, strings.NewReader(want), "outbound_fleet_synced"); err != nil {
 		t.Error(err)
 	}
+}
+
+// degradedFleet gives every system at BREAKER_SCOPE=fleet a degraded
+// circuit, and no quota.
+type degradedFleet struct{}
+
+func (degradedFleet) Circuit(_ string, _ config.Client, local registry.Circuit) (registry.Circuit, error) {
+	return degradedCircuit{local}, nil
+}
+
+func (degradedFleet) Quota(string, config.Client, registry.Quota) (registry.Quota, error) {
+	return nil, errors.New("no quota")
 }

@@ -88,6 +88,15 @@ type LimitObserver interface {
 	ObserveLimit(LimitEvent)
 }
 
+// PauseObserver is an optional interface of an [Observer]: it is told
+// when the upstream pauses a system (a 429 or 503 with Retry-After, or
+// rate-limit headers that say nothing is left until a reset): its
+// requests are refused, or wait, until until. It is told once per pause,
+// not for each response that extends one in force.
+type PauseObserver interface {
+	ObservePause(system string, until time.Time, status int)
+}
+
 // Tracer is an optional interface of an [Observer] that traces the calls
 // it observes. When a registry builds a system's client it wraps, once:
 //

@@ -39,6 +39,9 @@ type Status struct {
 	HedgesSent       uint64 `json:"hedges_sent"`       // extra copies sent by hedging (HEDGE_DELAY)
 	HedgesWon        uint64 `json:"hedges_won"`        // hedges whose answer the caller got
 
+	// Rate is the system's quota (RATE_LIMIT); nil without one.
+	Rate *RateStatus `json:"rate,omitempty"`
+
 	// Fleet is the sync state of a breaker shared by a fleet
 	// (BREAKER_SCOPE=fleet); nil at scope local.
 	Fleet *FleetSync `json:"fleet,omitempty"`
@@ -62,4 +65,25 @@ type FleetSync struct {
 	Synced    bool      `json:"synced"`
 	Since     time.Time `json:"since"`
 	LastError string    `json:"last_error,omitempty"`
+}
+
+// RateStatus is the state of a system's quota of requests (RATE_LIMIT).
+type RateStatus struct {
+	Limit string `json:"limit"` // as RATE_LIMIT spells it: "200/s"
+	Scope string `json:"scope"` // local or fleet
+	Burst int    `json:"burst"`
+	// Share is the rate this pod may spend now, in requests per second:
+	// the whole limit at scope local, its share of the fleet's at scope
+	// fleet.
+	Share float64 `json:"share"`
+	// Tokens is what this pod may send at once now.
+	Tokens float64 `json:"tokens"`
+	// PausedUntil is when the pause the upstream asked for ends; zero
+	// when the system is not paused.
+	PausedUntil time.Time `json:"paused_until,omitzero"`
+	// Refused counts the requests the quota refused (ErrRateLimited).
+	Refused uint64 `json:"refused"`
+	// Synced is true at scope fleet while the pod's share comes from the
+	// fleet's Redis; false when it falls back to limit / pods last seen.
+	Synced bool `json:"synced,omitempty"`
 }

@@ -2,11 +2,9 @@ package registry
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
-	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/policy"
 	"github.com/outbound-go/outbound/observe"
@@ -17,7 +15,7 @@ import (
 // an attempt may go and learns from its outcome. Each system's own
 // gobreaker implements it; at BREAKER_SCOPE=fleet a breaker shared with
 // the other pods of the service (module github.com/outbound-go/outbound/fleet)
-// stands in for it through [WithFleetCircuit], without touching the other
+// stands in for it through [WithFleet], without touching the other
 // stages.
 //
 // Execute must run send at most once and return what send returned, or
@@ -35,8 +33,8 @@ type Circuit interface {
 	Counts() gobreaker.Counts
 }
 
-// StateReporter is an optional interface of a [Circuit] given by
-// [WithFleetCircuit] whose State is not only its local breaker's: a
+// StateReporter is an optional interface of a [Circuit] given by a
+// [Fleet] whose State is not only its local breaker's: a
 // fleet's, which changes when another pod trips, when the open time
 // passes, or when Redis fails. Without it the observers hear of the local
 // breaker's changes only.
@@ -59,30 +57,6 @@ type StateReporter interface {
 // The system's own breaker counts with it; a Circuit standing in for it
 // counts with it too, so that both agree. Judge does not allocate.
 func Judge(err error) observe.Verdict { return breaker.Judge(err) }
-
-// WithFleetCircuit installs the breaker of a fleet: wrap is called once
-// per system whose BREAKER_SCOPE is fleet, while the registry is built,
-// with the system's settings and its own (local) breaker, and returns the
-// Circuit the system uses instead; an error fails the build. Systems at
-// scope local keep their own breaker. A registry with a system at scope
-// fleet and no (or a nil) wrap refuses to build. Services do not call it:
-// (*fleet.Fleet).Option returns it.
-func WithFleetCircuit(wrap func(system string, settings config.Client, local Circuit) (Circuit, error)) Option {
-	return optionFunc(func(opts *options) { opts.fleet = wrap })
-}
-
-// fleetCircuit returns the circuit of l, a system at scope fleet, from the
-// fleet option.
-func (o *options) fleetCircuit(l config.Loaded, local Circuit) (Circuit, error) {
-	if o.fleet == nil {
-		return nil, fmt.Errorf("%s_BREAKER_SCOPE=fleet, but the registry has no fleet: build it with the option of github.com/outbound-go/outbound/fleet ((*fleet.Fleet).Option())", l.Prefix)
-	}
-	cb, err := o.fleet(l.Name, l.Client, local)
-	if err == nil && cb == nil {
-		err = errors.New("the fleet gave no breaker")
-	}
-	return cb, err
-}
 
 // breakerStage passes each attempt through the system's Circuit (its own
 // gobreaker, or its fleet's), which lets it through to the next stage or

@@ -12,6 +12,7 @@ import (
 	"github.com/outbound-go/outbound/internal/fault"
 	"github.com/outbound-go/outbound/internal/hedge"
 	"github.com/outbound-go/outbound/internal/permit"
+	"github.com/outbound-go/outbound/internal/ratelimit"
 	"github.com/outbound-go/outbound/internal/redact"
 	"github.com/outbound-go/outbound/internal/redirect"
 	"github.com/outbound-go/outbound/internal/throttle"
@@ -40,6 +41,7 @@ type Client struct {
 	cb        Circuit                        // the breaker stage's state: the system's gobreaker, or its fleet's
 	toCircuit func(from, to gobreaker.State) // where the gobreaker's changes go when cb reports states; nil: the observers
 	throttle  *throttle.Throttle
+	quota     Quota           // RATE_LIMIT; nil: none
 	faults    *fault.Injector // drills only (OUTBOUND_FAULTS=on); nil: none
 
 	chain callStage         // the system's stages after the bulkhead and budget, built once (chain)
@@ -47,6 +49,9 @@ type Client struct {
 	outer *http.Client      // HTTPClient()'s template: the whole pipeline per request, never follows itself
 
 	stats counters
+	// pausedTill is the end of the last pause told to the observers,
+	// Unix nanoseconds.
+	pausedTill atomic.Int64
 
 	// limitShown is the adaptive limit last told to the observers,
 	// guarded by bh's lock (see limitChanged).
@@ -89,6 +94,14 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 			c.toCircuit = sr.ReportStates(c.breakerChanged)
 		}
 	}
+	if r := l.Client.Rate(); r.Limited() {
+		c.quota = ratelimit.NewLocal(r)
+		if l.Client.RateScope == "fleet" {
+			if c.quota, err = o.fleetQuota(l, c.quota); err != nil {
+				return nil, err
+			}
+		}
+	}
 	c.chain = c.buildChain(o)
 	c.entry = callEntry{c}
 	for _, ob := range o.observers {
@@ -103,7 +116,7 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 // buildChain assembles the system's stages, inner to outer, from its
 // settings: a stage whose setting is off is not in the chain. The order
 // is the pipeline's (doc.go): adaptive, redirect, retry, hedge or report,
-// breaker, fault, transport.
+// breaker, rate, fault, transport.
 func (c *Client) buildChain(o *options) callStage {
 	var rt http.RoundTripper = c.transport
 	if o.wrap != nil {
@@ -121,6 +134,9 @@ func (c *Client) buildChain(o *options) callStage {
 	var s attemptStage = &transportStage{rt: rt}
 	if c.faults != nil {
 		s = &faultStage{f: c.faults, next: s}
+	}
+	if c.quota != nil {
+		s = &rateStage{c: c, q: c.quota, next: s}
 	}
 	s = &breakerStage{cb: c.cb, next: s}
 	switch h := hedge.New(c.cfg); {

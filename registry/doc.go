@@ -58,7 +58,7 @@
 // its bulkhead permit back when the call's deadline fires.
 //
 // At BREAKER_SCOPE=fleet the breaker stage's [Circuit] is the one the
-// fleet option gives ([WithFleetCircuit], from module
+// fleet option gives ([WithFleet], from module
 // github.com/outbound-go/outbound/fleet). The core itself never talks to
 // Redis. Drills (OUTBOUND_FAULTS=on) inject faults before the transport
 // (docs/fault-drills.md).

@@ -12,6 +12,7 @@ import (
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/fault"
+	"github.com/outbound-go/outbound/internal/ratelimit"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -45,7 +46,7 @@ var (
 	// (RATE_LIMIT): no token within RATE_MAX_WAIT and the caller's budget,
 	// or the upstream asked the system to pause. Nothing was sent; the
 	// breaker does not count it.
-	ErrRateLimited = errors.New("outbound: rate limited")
+	ErrRateLimited = ratelimit.ErrLimited
 	// ErrInjected matches the errors of attempts that fault injection
 	// made fail (drills, OUTBOUND_FAULTS=on): a delay cut by READ_TIMEOUT
 	// or by the call's deadline. An injected abort is a response, not an

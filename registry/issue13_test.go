@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -60,14 +61,14 @@ func TestIssue13FleetCircuit(t *testing.T) {
 	}
 	var wrapped []string
 	var fc *countingCircuit
-	r, err := New(loaded, WithFleetCircuit(func(system string, s config.Client, local Circuit) (Circuit, error) {
+	r, err := New(loaded, WithFleet(circuitFleet(func(system string, s config.Client, local Circuit) (Circuit, error) {
 		wrapped = append(wrapped, system)
 		if s.BreakerScope != "fleet" || local == nil {
 			t.Errorf("wrap got scope %q, local %v", s.BreakerScope, local)
 		}
 		fc = &countingCircuit{local: local, seen: map[observe.Verdict]int{}}
 		return fc, nil
-	}))
+	})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestIssue13FleetScopeWithoutFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, opts := range [][]Option{nil, {WithFleetCircuit(nil)}} {
+	for _, opts := range [][]Option{nil, {WithFleet(nil)}} {
 		r, err := New(loaded, opts...)
 		if err == nil {
 			r.Close()
@@ -161,14 +162,14 @@ func TestIssue13StateReporter(t *testing.T) {
 	for _, reports := range []bool{false, true} {
 		obs := &changeLog{}
 		var rc *reportingCircuit
-		r, err := New(loaded, WithObserver(obs), WithFleetCircuit(func(_ string, _ config.Client, local Circuit) (Circuit, error) {
+		r, err := New(loaded, WithObserver(obs), WithFleet(circuitFleet(func(_ string, _ config.Client, local Circuit) (Circuit, error) {
 			cc := &countingCircuit{local: local, seen: map[observe.Verdict]int{}}
 			if !reports {
 				return cc, nil
 			}
 			rc = &reportingCircuit{countingCircuit: cc}
 			return rc, nil
-		}))
+		})))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,4 +194,16 @@ func TestIssue13StateReporter(t *testing.T) {
 			t.Errorf("StateReporter: observer told %q, want what the circuit reported", got)
 		}
 	}
+}
+
+// circuitFleet is a Fleet that gives the systems at BREAKER_SCOPE=fleet
+// the Circuit its function returns, and no quota.
+type circuitFleet func(system string, settings config.Client, local Circuit) (Circuit, error)
+
+func (f circuitFleet) Circuit(system string, settings config.Client, local Circuit) (Circuit, error) {
+	return f(system, settings, local)
+}
+
+func (f circuitFleet) Quota(system string, _ config.Client, _ Quota) (Quota, error) {
+	return nil, errors.New("no quota in this fleet: " + system)
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/stream"
 	"github.com/outbound-go/outbound/observe"
 )
@@ -23,7 +22,7 @@ type options struct {
 	logger    *slog.Logger
 	wrap      func(system string, rt http.RoundTripper) http.RoundTripper
 	faultSeed *uint64 // WithFaultSeed; nil: random
-	fleet     func(system string, settings config.Client, local Circuit) (Circuit, error)
+	fleet     Fleet
 	// certInterval is how often a client certificate's files are looked
 	// at; zero: tlsconf.CheckInterval (tests shorten it).
 	certInterval time.Duration

@@ -19,9 +19,9 @@ import (
 // counted by how they ended (the call outcomes of package observe), apart
 // from those refused before the bulkhead admitted them.
 type counters struct {
-	calls, capped, retries, hedges, hedgesWon atomic.Uint64
-	ended                                     [observe.NumOutcomes]atomic.Uint64 // admitted calls, by outcome
-	refused                                   [observe.NumOutcomes]atomic.Uint64 // calls refused before the bulkhead admitted them
+	calls, capped, retries, hedges, hedgesWon, rateRefused atomic.Uint64
+	ended                                                  [observe.NumOutcomes]atomic.Uint64 // admitted calls, by outcome
+	refused                                                [observe.NumOutcomes]atomic.Uint64 // calls refused before the bulkhead admitted them
 }
 
 // refused ends a call refused before the bulkhead admitted it: its error,

@@ -13,7 +13,14 @@ func (c *Client) Status() observe.Status {
 		fs := f.FleetSync()
 		fleet = &fs
 	}
+	var rate *observe.RateStatus
+	if c.quota != nil {
+		rs := c.quota.Status()
+		rs.Refused = c.stats.rateRefused.Load()
+		rate = &rs
+	}
 	return observe.Status{
+		Rate:    rate,
 		System:  c.name,
 		Breaker: breaker.State(c.cb.State()),
 		BreakerCounts: observe.BreakerCounts{

@@ -2,6 +2,7 @@ package statuspage_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -30,9 +31,7 @@ func TestStatusJSONFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := registry.New(loaded, registry.WithFleetCircuit(func(_ string, _ config.Client, local registry.Circuit) (registry.Circuit, error) {
-		return degraded{local}, nil
-	}))
+	r, err := registry.New(loaded, registry.WithFleet(degradedFleet{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,4 +56,16 @@ func TestStatusJSONFleet(t *testing.T) {
 	if !strings.Contains(page, "fleet degraded for") {
 		t.Error("the page does not render the fleet sync state")
 	}
+}
+
+// degradedFleet gives every system at BREAKER_SCOPE=fleet a degraded
+// circuit, and no quota.
+type degradedFleet struct{}
+
+func (degradedFleet) Circuit(_ string, _ config.Client, local registry.Circuit) (registry.Circuit, error) {
+	return degraded{local}, nil
+}
+
+func (degradedFleet) Quota(string, config.Client, registry.Quota) (registry.Quota, error) {
+	return nil, errors.New("no quota")
 }

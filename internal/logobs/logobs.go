@@ -26,6 +26,7 @@ const (
 	MsgSuppressed = "outbound calls refused"
 	MsgBreaker    = "outbound breaker state changed"
 	MsgLimit      = "outbound concurrency limit changed"
+	MsgPaused     = "outbound system paused by the upstream"
 )
 
 // SampleEvery is the least time between two records of the refusals of
@@ -225,4 +226,14 @@ func (o *Observer) ObserveLimit(e observe.LimitEvent) {
 	o.l.LogAttrs(ctx, slog.LevelInfo, MsgLimit, slog.String("outbound.system", e.System),
 		slog.Int64("outbound.limit.from", e.From), slog.Int64("outbound.limit.to", e.To),
 		slog.Int64("outbound.limit.ceiling", e.Ceiling))
+}
+
+// ObservePause logs a pause the upstream asked for, at Warn.
+func (o *Observer) ObservePause(system string, until time.Time, status int) {
+	ctx := context.Background()
+	if !o.l.Enabled(ctx, slog.LevelWarn) {
+		return
+	}
+	o.l.LogAttrs(ctx, slog.LevelWarn, MsgPaused, slog.String("outbound.system", system),
+		slog.Time("outbound.paused_until", until), slog.Int("http.response.status_code", status))
 }

@@ -1,0 +1,79 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/observe"
+)
+
+// Fleet is the seam of module github.com/outbound-go/outbound/fleet: it
+// gives each system whose BREAKER_SCOPE is fleet the [Circuit] it shares
+// with the other pods of the service, and each whose RATE_SCOPE is fleet
+// its share of the fleet's [Quota]. The registry calls it once per such
+// system while it builds the client, with the system's settings and its
+// own (local) breaker or quota, which the fleet's wraps; an error fails
+// the build. Services do not implement it: (*fleet.Fleet).Option gives
+// it.
+type Fleet interface {
+	Circuit(system string, settings config.Client, local Circuit) (Circuit, error)
+	Quota(system string, settings config.Client, local Quota) (Quota, error)
+}
+
+// WithFleet installs the fleet f. Systems at scope local keep their own
+// breaker and quota; a registry with a system at scope fleet and no (or
+// a nil) fleet refuses to build.
+func WithFleet(f Fleet) Option {
+	return optionFunc(func(opts *options) { opts.fleet = f })
+}
+
+// Quota is the seam of the rate stage: the quota of requests sent to a
+// system (RATE_LIMIT). Every request that leaves for the upstream takes a
+// token: first attempts, retries, hedges and half-open probes. Each
+// system at RATE_SCOPE=local has its own token bucket; at scope fleet a
+// [Fleet] gives one that spends from this pod's share of the fleet's
+// quota, granted in the background: a call never waits on Redis.
+//
+// Wait takes a token, waiting at most maxWait (RATE_MAX_WAIT) and never
+// past ctx's deadline; it returns nil, an error matching
+// [ErrRateLimited] when no token comes in time, or ctx's error. Pause
+// stops every request until until (the upstream said so); a shorter
+// pause changes nothing. Status describes the quota. All three are
+// called from any goroutine, concurrently; Wait is on the path of every
+// attempt and must not allocate when a token is at hand.
+type Quota interface {
+	Wait(ctx context.Context, maxWait time.Duration) error
+	Pause(until time.Time)
+	Status() observe.RateStatus
+}
+
+// fleetCircuit returns the circuit of l, a system at BREAKER_SCOPE=fleet.
+func (o *options) fleetCircuit(l config.Loaded, local Circuit) (Circuit, error) {
+	if o.fleet == nil {
+		return nil, noFleet(l.Prefix + "_BREAKER_SCOPE")
+	}
+	cb, err := o.fleet.Circuit(l.Name, l.Client, local)
+	if err == nil && cb == nil {
+		err = errors.New("the fleet gave no breaker")
+	}
+	return cb, err
+}
+
+// fleetQuota returns the quota of l, a system at RATE_SCOPE=fleet.
+func (o *options) fleetQuota(l config.Loaded, local Quota) (Quota, error) {
+	if o.fleet == nil {
+		return nil, noFleet(l.Prefix + "_RATE_SCOPE")
+	}
+	q, err := o.fleet.Quota(l.Name, l.Client, local)
+	if err == nil && q == nil {
+		err = errors.New("the fleet gave no quota")
+	}
+	return q, err
+}
+
+func noFleet(variable string) error {
+	return fmt.Errorf("%s=fleet, but the registry has no fleet: build it with the option of github.com/outbound-go/outbound/fleet ((*fleet.Fleet).Option())", variable)
+}

@@ -1,0 +1,66 @@
+package registry
+
+import (
+	"time"
+
+	"github.com/outbound-go/outbound/internal/ratelimit"
+	"github.com/outbound-go/outbound/internal/transport"
+	"github.com/outbound-go/outbound/observe"
+)
+
+// rateStage takes a token of the system's [Quota] for every request that
+// leaves for the upstream, inside the breaker (so a half-open probe pays
+// too, and a request the breaker refuses pays nothing): it waits at most
+// RATE_MAX_WAIT and never past the call's deadline, or refuses with no
+// I/O ([ErrRateLimited]; the breaker excludes it). It reads the
+// upstream's word on every response (a 429 or 503 with Retry-After, or
+// rate-limit headers that say nothing is left) and pauses the quota,
+// bounded by CALL_TIMEOUT. It is in the chain when RATE_LIMIT is set.
+type rateStage struct {
+	c    *Client
+	q    Quota
+	next attemptStage
+}
+
+func (s *rateStage) send(a *attempt) {
+	ctx := a.req.Context()
+	if err := s.q.Wait(ctx, s.c.cfg.RateMaxWait); err != nil {
+		closeBody(a.req)
+		a.err = err
+		a.op = observe.OpRateLimit
+		if ctx.Err() != nil {
+			a.op = transport.Classify(ctx, err)
+		} else {
+			s.c.stats.rateRefused.Add(1)
+		}
+		return
+	}
+	s.next.send(a)
+	if a.resp == nil {
+		return
+	}
+	if d, ok := ratelimit.PauseFrom(a.resp, time.Now(), s.c.cfg.CallTimeout); ok {
+		until := time.Now().Add(d)
+		s.q.Pause(until)
+		s.c.paused(until, a.resp.StatusCode)
+	}
+}
+
+// paused tells the observers of a pause the upstream asked for, unless a
+// pause already told is still in force (a burst of 429s is one pause).
+func (c *Client) paused(until time.Time, status int) {
+	for {
+		shown := c.pausedTill.Load()
+		if time.Now().UnixNano() < shown {
+			return
+		}
+		if c.pausedTill.CompareAndSwap(shown, until.UnixNano()) {
+			break
+		}
+	}
+	for _, o := range c.observers {
+		if po, ok := o.(observe.PauseObserver); ok {
+			po.ObservePause(c.name, until, status)
+		}
+	}
+}
