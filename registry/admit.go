@@ -64,9 +64,9 @@ func (c *Client) admit(req *http.Request) (*body, error) {
 		return b, nil
 	}
 	b, capped := c.budget(req.Context())
-	if err := c.bh.Acquire(b.p.Ctx()); err != nil {
-		b.p.Stop()
-		b.p.End()
+	if err := c.bh.Acquire(b.Permit.Ctx()); err != nil {
+		b.Permit.Stop()
+		b.Permit.End()
 		if errors.Is(err, bulkhead.ErrFull) {
 			return nil, c.refused(req, observe.OpBulkhead, err)
 		}
@@ -86,7 +86,7 @@ func (c *Client) budget(ctx context.Context) (_ *body, capped bool) {
 	if rem, ok := capbudget.Remaining(ctx, capbudget.DefaultReserve); ok && rem < d {
 		d, cause, capped = rem, capbudget.ErrExhausted, true
 	}
-	b.p.Start(&c.owner, ctx, d, cause)
+	b.Permit.Start(&c.owner, ctx, d, cause)
 	return b, capped
 }
 
@@ -102,13 +102,13 @@ func (c *Client) begin(b *body, req *http.Request, capped bool) {
 	now := time.Now()
 	c.throttle.Call(now)
 	if idle, ok := stream.Idle(req.Context()); ok {
-		b.p.StartStream(stream.Start(req.Context(), c.cfg.CallTimeout, idle))
+		b.Permit.StartStream(stream.Start(req.Context(), c.cfg.CallTimeout, idle))
 	}
-	b.p.Watch(req.Context())
-	b.call = call{c: c, ctx: b.p.Ctx()}
-	b.call.attempt.call = &b.call
+	b.Permit.Watch(req.Context())
+	b.Call = call{c: c, ctx: b.Permit.Ctx()}
+	b.Call.attempt.call = &b.Call
 	if c.timed {
-		b.call.start = now
+		b.Call.start = now
 	}
 }
 

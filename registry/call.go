@@ -5,13 +5,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/outbound-go/outbound/internal/permit"
 	"github.com/outbound-go/outbound/observe"
 )
 
 // call is one call on its way through the pipeline: what its stages read
 // and write, from the entry to the response headers (or the error). It
-// lives inside the call's response body (body.go), with the permit and
-// the first attempt, so that a call costs one allocation for all three.
+// lives inside the call's response body, with the permit and the first
+// attempt, so that a call costs one allocation for all three.
 type call struct {
 	c     *Client
 	req   *http.Request   // the request of the current hop, under ctx
@@ -69,7 +70,7 @@ type (
 // call runs one call through the pipeline, outer to inner: the fast
 // refusals (refuse), the bulkhead and the budget (admit), the request of
 // the first hop (prepare), then the system's chain of call stages. The
-// response's body carries the permit back (body.go).
+// response's body carries the permit back.
 func (c *Client) call(req *http.Request) (*http.Response, error) {
 	if err := c.refuse(req); err != nil {
 		closeBody(req)
@@ -80,18 +81,22 @@ func (c *Client) call(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
-	cl := &b.call
+	cl := &b.Call
 	if err := c.prepare(req, cl); err != nil {
-		b.p.Done()
+		b.Permit.Done()
 		return nil, err
 	}
 	resp, err := c.chain.handle(cl)
 	if err != nil {
-		b.p.Done()
+		b.Permit.Done()
 		return nil, err
 	}
-	return b.wrap(resp), nil
+	return b.Wrap(resp), nil
 }
+
+// body is a call's response body (internal/permit): it carries the
+// permit back, and holds the call.
+type body = permit.Body[call]
 
 func closeBody(req *http.Request) {
 	if req.Body != nil {

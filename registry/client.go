@@ -81,7 +81,7 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 	if c.bh, err = c.newBulkhead(l.Client); err != nil {
 		return nil, err
 	}
-	c.owner = permit.Owner{Bulkhead: c.bh, Closed: closed, Pool: c.transport}
+	c.owner = permit.Owner{Bulkhead: c.bh, Closed: closed, Pool: c.transport, ReadError: c.readError}
 	if c.faults != nil && o.logger != nil {
 		o.logger.Warn("outbound fault injection on", "outbound.system", l.Name, "outbound.faults", c.faults.Describe())
 	}
@@ -261,3 +261,8 @@ func (p pipelineTransport) CloseIdleConnections() { p.c.transport.CloseIdleConne
 // what the policy allows already, so a 3xx that reaches net/http is the
 // caller's.
 func useLastResponse(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// readError is the error of a read of a response body that op ended.
+func (c *Client) readError(op observe.Op, cause error) error {
+	return &Error{System: c.name, Op: op, Err: cause}
+}

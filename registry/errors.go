@@ -12,6 +12,7 @@ import (
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/fault"
+	"github.com/outbound-go/outbound/internal/permit"
 	"github.com/outbound-go/outbound/internal/ratelimit"
 	"github.com/outbound-go/outbound/observe"
 )
@@ -115,7 +116,7 @@ func (e *Error) Error() string {
 	}
 	// A sentinel that names its stage ("registry closed", "time budget
 	// exhausted") stands alone.
-	stage := e.Err != ErrClosed && e.Err != capbudget.ErrExhausted && e.Err != errReadAfterClose
+	stage := e.Err != ErrClosed && e.Err != capbudget.ErrExhausted && e.Err != permit.ErrReadAfterClose
 	if stage {
 		b.WriteString(e.Op.String())
 	}

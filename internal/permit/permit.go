@@ -13,6 +13,7 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/internal/stream"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // Owner is what the permits of one system give back to: its bulkhead,
@@ -21,6 +22,9 @@ type Owner struct {
 	Bulkhead *bulkhead.Bulkhead
 	Closed   *atomic.Bool // the registry's
 	Pool     interface{ CloseIdleConnections() }
+	// ReadError makes the error of a read of a body that op ended
+	// (the registry's *Error, naming the system).
+	ReadError func(op observe.Op, cause error) error
 }
 
 // Permit is one call's bulkhead permit and deadline. It is given back

@@ -1,4 +1,4 @@
-package registry
+package permit
 
 import (
 	"errors"
@@ -8,30 +8,36 @@ import (
 
 	"github.com/outbound-go/outbound/internal/cause"
 	"github.com/outbound-go/outbound/internal/drain"
-	"github.com/outbound-go/outbound/internal/permit"
+	"github.com/outbound-go/outbound/internal/refusal"
 	"github.com/outbound-go/outbound/internal/transport"
 	"github.com/outbound-go/outbound/observe"
 )
 
-// errReadAfterClose is the cause of a read ended by Close. Close cuts the
+// ErrReadAfterClose is the cause of a read ended by Close. Close cuts the
 // read by cancelling the call's context; the caller did not.
-var errReadAfterClose = errors.New("read on a closed response body")
+var ErrReadAfterClose = errors.New("read on a closed response body")
 
-// body hands the permit back when the caller is done with the response.
-// The permit and the call live inside it, so that a call costs one
-// allocation for all of them.
-type body struct {
+// Body is a response's body that hands the call's permit back when the
+// caller is done with it: at EOF, at Close, or at the call's deadline.
+// The permit and Call, the caller's own value of the call, live inside
+// it, so that a call costs one allocation for all of them. A Body's
+// zero value waits for Wrap.
+type Body[T any] struct {
+	Permit Permit
+	Call   T
+
 	rc     io.ReadCloser
-	p      permit.Permit
-	call   call
 	resp   *http.Response // the response it is the body of: its trailers are checked at EOF
 	length int64          // resp.ContentLength: -1 when unknown
 	eof    atomic.Bool
 	closed atomic.Bool // Close was called, maybe by another goroutine
 }
 
-func (b *body) Read(p []byte) (int, error) {
-	if s := b.p.Stream(); s != nil {
+// Read reads the body. A read cut by Close, by the call's deadline or by
+// the caller is an error of the owner's ReadError, naming the op: body
+// closed, call timeout, budget timeout, canceled, idle timeout.
+func (b *Body[T]) Read(p []byte) (int, error) {
+	if s := b.Permit.Stream(); s != nil {
 		// The idle bound counts from the caller's read, and again from
 		// its return: a caller that stops reading is bounded too.
 		s.Read()
@@ -41,23 +47,23 @@ func (b *body) Read(p []byte) (int, error) {
 	if err != nil && err != io.EOF && b.closed.Load() {
 		// Close (from another goroutine, or before this Read) ended the
 		// read: not the caller's cancellation nor a deadline.
-		return n, &Error{System: b.call.c.name, Op: observe.OpBodyClosed, Err: errReadAfterClose}
+		return n, b.Permit.owner.ReadError(observe.OpBodyClosed, ErrReadAfterClose)
 	}
-	if err != nil && err != io.EOF && b.p.Ctx().Err() != nil {
+	if ctx := b.Permit.Ctx(); err != nil && err != io.EOF && ctx.Err() != nil {
 		// The call's deadline (or the caller) ended the read: say which,
-		// and for which system, as http.Client does for its Timeout.
-		return n, &Error{System: b.call.c.name, Op: transport.Classify(b.p.Ctx(), err), Err: cause.With(err, b.p.Ctx())}
+		// as http.Client does for its Timeout.
+		return n, b.Permit.owner.ReadError(transport.Classify(ctx, err), cause.With(err, ctx))
 	}
 	if err == io.EOF && b.eof.CompareAndSwap(false, true) {
 		// Trailers arrive with the end of the body: only the pipeline
 		// may mark a response refused.
-		delete(b.resp.Trailer, RefusedHeader)
-		delete(b.resp.Trailer, refusedSystemHeader)
+		delete(b.resp.Trailer, refusal.Header)
+		delete(b.resp.Trailer, refusal.SystemHeader)
 		// The permit goes back at EOF, but the context is cancelled only
 		// at Close: cancelling now would not lose data, yet Close is what
 		// returns the connection to the pool.
-		b.p.Stop()
-		b.p.Release()
+		b.Permit.Stop()
+		b.Permit.Release()
 	}
 	return n, err
 }
@@ -67,37 +73,35 @@ func (b *body) Read(p []byte) (int, error) {
 // it, so that the connection goes back to the pool: net/http closes the
 // connection of a body closed unread. A body that stalls is cut by
 // cancelling the call's context and costs its connection instead.
-func (b *body) Close() error {
+func (b *Body[T]) Close() error {
 	b.closed.Store(true)
 	var err error
-	if b.eof.Load() || b.p.Ctx().Err() != nil {
+	if b.eof.Load() || b.Permit.Ctx().Err() != nil {
 		err = b.rc.Close()
 	} else {
-		err = drain.Close(b.rc, b.length, b.p.End)
+		err = drain.Close(b.rc, b.length, b.Permit.End)
 	}
-	b.p.Done()
+	b.Permit.Done()
 	return err
 }
 
-// wrap hands the call's permit to resp's body, or ends the call now when
+// Wrap hands the call's permit to resp's body, or ends the call now when
 // there is nothing to read (HEAD, 204, 304, Content-Length: 0): callers
 // often skip Close there, so the body is closed (HTTP/2 has its own empty
 // body, not http.NoBody) and the permit and the deadline end at once.
-func (b *body) wrap(resp *http.Response) *http.Response {
+func (b *Body[T]) Wrap(resp *http.Response) *http.Response {
 	if bodyless(resp) {
 		if resp.Body != nil && resp.Body != http.NoBody {
 			_ = resp.Body.Close()
 		}
 		resp.Body = http.NoBody
-		b.p.Done()
+		b.Permit.Done()
 		return resp
 	}
-	if b.p.Stream() != nil {
-		b.p.Stream().Headers()
+	if s := b.Permit.Stream(); s != nil {
+		s.Headers()
 	}
-	b.rc = resp.Body
-	b.resp = resp
-	b.length = resp.ContentLength
+	b.rc, b.resp, b.length = resp.Body, resp, resp.ContentLength
 	resp.Body = b
 	return resp
 }
