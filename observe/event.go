@@ -97,6 +97,13 @@ type PauseObserver interface {
 	ObservePause(system string, until time.Time, status int)
 }
 
+// ForceObserver is an optional interface of an [Observer]: it is told
+// when an operator forces a system's breaker open or closed until until,
+// or releases it (state "", until zero), on this pod.
+type ForceObserver interface {
+	ObserveForce(system string, state BreakerState, until time.Time)
+}
+
 // Tracer is an optional interface of an [Observer] that traces the calls
 // it observes. When a registry builds a system's client it wraps, once:
 //

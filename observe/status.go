@@ -39,6 +39,10 @@ type Status struct {
 	HedgesSent       uint64 `json:"hedges_sent"`       // extra copies sent by hedging (HEDGE_DELAY)
 	HedgesWon        uint64 `json:"hedges_won"`        // hedges whose answer the caller got
 
+	// Forced is an operator's override of the breaker (Client.Force); nil
+	// when none. Breaker then shows the forced state.
+	Forced *Forced `json:"forced,omitempty"`
+
 	// Rate is the system's quota (RATE_LIMIT); nil without one.
 	Rate *RateStatus `json:"rate,omitempty"`
 
@@ -86,4 +90,11 @@ type RateStatus struct {
 	// Synced is true at scope fleet while the pod's share comes from the
 	// fleet's Redis; false when it falls back to limit / pods last seen.
 	Synced bool `json:"synced,omitempty"`
+}
+
+// Forced is an operator's override of a system's breaker: its state
+// (open or closed) and when it ends unless renewed.
+type Forced struct {
+	State BreakerState `json:"state"`
+	Until time.Time    `json:"until"`
 }

@@ -21,8 +21,8 @@ import (
 
 // refuse fails a call that cannot run, before the bulkhead: a closed
 // registry, a path that climbs above BASE_URL, an absolute URL of another
-// origin, a spent budget, an open breaker. It costs no I/O, no goroutine
-// and one allocation (the caller's own error).
+// origin, a spent budget, an open (or forced open) breaker. It costs no
+// I/O, no goroutine and one allocation (the caller's own error).
 func (c *Client) refuse(req *http.Request) error {
 	switch {
 	case c.closed.Load():
@@ -41,6 +41,12 @@ func (c *Client) refuse(req *http.Request) error {
 			return c.refused(req, observe.OpCanceled, err)
 		}
 		return c.refused(req, observe.OpBudget, capbudget.ErrExhausted)
+	}
+	switch c.forced() {
+	case observe.BreakerOpen:
+		return c.refused(req, observe.OpForcedOpen, breaker.ForcedOpen)
+	case observe.BreakerClosed:
+		return nil // an operator overrides the breaker's judgement
 	}
 	if c.cb.State() == gobreaker.StateOpen {
 		return c.refused(req, observe.OpBreaker, breaker.Open)

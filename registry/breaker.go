@@ -64,17 +64,27 @@ func Judge(err error) observe.Verdict { return breaker.Judge(err) }
 // errors, attempt timeouts and policy.UpstreamFailure statuses as
 // failures, every other response as a success, and excludes the caller's
 // cancellation, requests refused before any I/O and attempts the
-// caller's budget left no fair chance. It is always in the chain.
+// caller's budget left no fair chance. An operator's override
+// ([Client.Force]) refuses every attempt, or lets every one through
+// unjudged. It is always in the chain.
 type breakerStage struct {
-	cb   Circuit
+	c    *Client
 	next attemptStage
 }
 
 func (s *breakerStage) send(a *attempt) {
+	switch s.c.forced() { // an operator's override (Client.Force)
+	case observe.BreakerOpen:
+		a.op, a.err = observe.OpForcedOpen, breaker.ForcedOpen
+		return
+	case observe.BreakerClosed:
+		s.next.send(a)
+		return
+	}
 	if dl, ok := a.req.Context().Deadline(); ok {
 		a.avail = time.Until(dl)
 	}
-	_, err := s.cb.Execute(func() (*http.Response, error) {
+	_, err := s.c.cb.Execute(func() (*http.Response, error) {
 		s.next.send(a)
 		switch {
 		case a.err != nil:

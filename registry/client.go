@@ -39,6 +39,8 @@ type Client struct {
 	certs     *tlsconf.CertSource // the client certificate's source; nil without one
 	bh        *bulkhead.Bulkhead
 	cb        Circuit                        // the breaker stage's state: the system's gobreaker, or its fleet's
+	forcer    Forcer                         // cb, when it is a fleet's that shares overrides; nil: force holds them
+	force     atomic.Pointer[forcing]        // an operator's override of the system's own breaker
 	toCircuit func(from, to gobreaker.State) // where the gobreaker's changes go when cb reports states; nil: the observers
 	throttle  *throttle.Throttle
 	quota     Quota           // RATE_LIMIT; nil: none
@@ -93,6 +95,7 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 		if sr, ok := c.cb.(StateReporter); ok {
 			c.toCircuit = sr.ReportStates(c.breakerChanged)
 		}
+		c.forcer, _ = c.cb.(Forcer)
 	}
 	if r := l.Client.Rate(); r.Limited() {
 		c.quota = ratelimit.NewLocal(r)
@@ -138,7 +141,7 @@ func (c *Client) buildChain(o *options) callStage {
 	if c.quota != nil {
 		s = &rateStage{c: c, q: c.quota, next: s}
 	}
-	s = &breakerStage{cb: c.cb, next: s}
+	s = &breakerStage{c: c, next: s}
 	switch h := hedge.New(c.cfg); {
 	case h != nil:
 		s = &hedgeStage{c: c, policy: h, next: s}

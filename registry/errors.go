@@ -3,14 +3,12 @@ package registry
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/breaker"
+	"github.com/outbound-go/outbound/internal/cause"
 	"github.com/outbound-go/outbound/internal/fault"
 	"github.com/outbound-go/outbound/internal/permit"
 	"github.com/outbound-go/outbound/internal/ratelimit"
@@ -87,55 +85,20 @@ type Error struct {
 
 // Error reads as one sentence: the system, the request (unless net/http's
 // *url.Error around it names it already), the stage, and the cause, each
-// said once:
+// said once (internal/cause):
 //
 //	outbound payments: bulkhead: full
 //	outbound payments: GET "https://pay.example/v1/x": call timeout after 3 attempts (last status 503): ...
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("outbound ")
-	b.WriteString(e.System)
-	b.WriteString(": ")
-	if e.Method != "" && !e.inURLError {
-		b.WriteString(e.Method)
-		b.WriteByte(' ')
-		b.WriteString(strconv.Quote(e.URL))
-		b.WriteString(": ")
+	s := cause.Sentence{System: e.System, Op: e.Op, Attempts: e.Attempts, StatusCode: e.StatusCode,
+		RetryAfter: e.RetryAfter, Cause: e.Err,
+		// A sentinel that names its stage ("registry closed", "time
+		// budget exhausted") stands alone.
+		Alone: e.Err == ErrClosed || e.Err == capbudget.ErrExhausted || e.Err == permit.ErrReadAfterClose}
+	if !e.inURLError {
+		s.Method, s.URL = e.Method, e.URL
 	}
-	cause := ""
-	if e.Err != nil {
-		cause = e.Err.Error()
-		// The sentinels of this module start with their package's name;
-		// the stage says it already.
-		for _, p := range [...]string{"outbound: ", "bulkhead: ", "capbudget: "} {
-			cause = strings.TrimPrefix(cause, p)
-		}
-	}
-	if cause == e.Op.String() {
-		cause = "" // "call timeout: call timeout"
-	}
-	// A sentinel that names its stage ("registry closed", "time budget
-	// exhausted") stands alone.
-	stage := e.Err != ErrClosed && e.Err != capbudget.ErrExhausted && e.Err != permit.ErrReadAfterClose
-	if stage {
-		b.WriteString(e.Op.String())
-	}
-	if e.Attempts > 1 {
-		fmt.Fprintf(&b, " after %d attempts", e.Attempts)
-	}
-	switch {
-	case e.StatusCode != 0 && e.RetryAfter > 0:
-		fmt.Fprintf(&b, " (last status %d, retry after %v)", e.StatusCode, e.RetryAfter)
-	case e.StatusCode != 0:
-		fmt.Fprintf(&b, " (last status %d)", e.StatusCode)
-	}
-	if cause != "" {
-		if stage {
-			b.WriteString(": ")
-		}
-		b.WriteString(cause)
-	}
-	return b.String()
+	return s.String()
 }
 
 func (e *Error) Unwrap() error { return e.Err }

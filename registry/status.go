@@ -19,10 +19,11 @@ func (c *Client) Status() observe.Status {
 		rs.Refused = c.stats.rateRefused.Load()
 		rate = &rs
 	}
-	return observe.Status{
+	st := observe.Status{
 		Rate:    rate,
 		System:  c.name,
 		Breaker: breaker.State(c.cb.State()),
+		Forced:  c.forcedStatus(),
 		BreakerCounts: observe.BreakerCounts{
 			Requests: n.Requests, Successes: n.TotalSuccesses, Failures: n.TotalFailures,
 			Exclusions: n.TotalExclusions, ConsecutiveSuccesses: n.ConsecutiveSuccesses,
@@ -36,7 +37,8 @@ func (c *Client) Status() observe.Status {
 		Retries:          c.stats.retries.Load(),
 		GaveUp:           c.ended(observe.OutcomeGaveUp) + c.ended(observe.OutcomeCanceled),
 		BulkheadRejected: c.bh.Rejected(),
-		BreakerRejected:  c.refusedBy(observe.OutcomeBreakerOpen) + c.ended(observe.OutcomeBreakerOpen),
+		BreakerRejected: c.refusedBy(observe.OutcomeBreakerOpen) + c.ended(observe.OutcomeBreakerOpen) +
+			c.refusedBy(observe.OutcomeForcedOpen) + c.ended(observe.OutcomeForcedOpen),
 		BudgetRejected:   c.refusedBy(observe.OutcomeBudgetSpent),
 		BudgetCapped:     c.stats.capped.Load(),
 		RetriesThrottled: c.ended(observe.OutcomeRetryThrottled),
@@ -48,6 +50,10 @@ func (c *Client) Status() observe.Status {
 		InjectedAborts:   c.faults.Aborts(),
 		InjectedDelays:   c.faults.Delays(),
 	}
+	if st.Forced != nil {
+		st.Breaker = st.Forced.State // what calls meet
+	}
+	return st
 }
 
 // ended and refusedBy are the counts of calls that ended with out, after

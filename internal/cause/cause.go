@@ -8,9 +8,13 @@ package cause
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/outbound-go/outbound/internal/stream"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // With joins err with the context's cause when the context ended.
@@ -57,3 +61,64 @@ func (j joined) Error() string {
 }
 
 func (j joined) Unwrap() []error { return j }
+
+// Sentence is what an error of a call says: the system, the request, the
+// stage (the op), the attempts, the last status and its Retry-After, and
+// the cause.
+type Sentence struct {
+	System, Method, URL string // Method and URL: empty to leave the request out
+	Op                  observe.Op
+	Attempts            int
+	StatusCode          int
+	RetryAfter          time.Duration
+	Cause               error
+	Alone               bool // the cause names its stage: the op is not said
+}
+
+// String reads as one sentence, each thing said once:
+//
+//	outbound payments: bulkhead: full
+//	outbound payments: GET "https://pay.example/v1/x": call timeout after 3 attempts (last status 503): ...
+func (s Sentence) String() string {
+	var b strings.Builder
+	b.WriteString("outbound ")
+	b.WriteString(s.System)
+	b.WriteString(": ")
+	if s.Method != "" {
+		b.WriteString(s.Method)
+		b.WriteByte(' ')
+		b.WriteString(strconv.Quote(s.URL))
+		b.WriteString(": ")
+	}
+	cause := ""
+	if s.Cause != nil {
+		cause = s.Cause.Error()
+		// The sentinels of this module start with their package's name;
+		// the stage says it already.
+		for _, p := range [...]string{"outbound: ", "bulkhead: ", "capbudget: "} {
+			cause = strings.TrimPrefix(cause, p)
+		}
+	}
+	if cause == s.Op.String() {
+		cause = "" // "call timeout: call timeout"
+	}
+	if !s.Alone {
+		b.WriteString(s.Op.String())
+	}
+	if s.Attempts > 1 {
+		fmt.Fprintf(&b, " after %d attempts", s.Attempts)
+	}
+	switch {
+	case s.StatusCode != 0 && s.RetryAfter > 0:
+		fmt.Fprintf(&b, " (last status %d, retry after %v)", s.StatusCode, s.RetryAfter)
+	case s.StatusCode != 0:
+		fmt.Fprintf(&b, " (last status %d)", s.StatusCode)
+	}
+	if cause != "" {
+		if !s.Alone {
+			b.WriteString(": ")
+		}
+		b.WriteString(cause)
+	}
+	return b.String()
+}

@@ -27,6 +27,7 @@ const (
 	MsgBreaker    = "outbound breaker state changed"
 	MsgLimit      = "outbound concurrency limit changed"
 	MsgPaused     = "outbound system paused by the upstream"
+	MsgForced     = "outbound breaker forced by an operator"
 )
 
 // SampleEvery is the least time between two records of the refusals of
@@ -236,4 +237,20 @@ func (o *Observer) ObservePause(system string, until time.Time, status int) {
 	}
 	o.l.LogAttrs(ctx, slog.LevelWarn, MsgPaused, slog.String("outbound.system", system),
 		slog.Time("outbound.paused_until", until), slog.Int("http.response.status_code", status))
+}
+
+// ObserveForce logs an operator's override of a breaker, or its release,
+// at Warn.
+func (o *Observer) ObserveForce(system string, state observe.BreakerState, until time.Time) {
+	ctx := context.Background()
+	if !o.l.Enabled(ctx, slog.LevelWarn) {
+		return
+	}
+	if state == "" {
+		o.l.LogAttrs(ctx, slog.LevelWarn, MsgForced, slog.String("outbound.system", system),
+			slog.String("outbound.breaker.forced", "released"))
+		return
+	}
+	o.l.LogAttrs(ctx, slog.LevelWarn, MsgForced, slog.String("outbound.system", system),
+		slog.String("outbound.breaker.forced", string(state)), slog.Time("outbound.forced_until", until))
 }

@@ -1,0 +1,102 @@
+package registry
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/outbound-go/outbound/observe"
+)
+
+// maxForce is the longest an operator's override of a breaker lasts
+// unless renewed ([Client.Force]).
+const maxForce = 24 * time.Hour
+
+// Forcer is an optional interface of a [Circuit] given by a [Fleet]: an
+// operator's override of the breaker shared by the fleet. Force writes it
+// (state "" releases it) for every pod, where it holds until until;
+// Forced returns the override in force now ("" when none) and when it
+// ends. Forced is on every call's path and must be quick.
+type Forcer interface {
+	Force(state observe.BreakerState, until time.Time) error
+	Forced() (observe.BreakerState, time.Time)
+}
+
+// forcing is an override of a system's own breaker: the state and its
+// end (Unix nanoseconds), packed for one atomic load.
+type forcing struct {
+	state observe.BreakerState
+	until int64
+}
+
+// Force overrides the system's breaker for d (at most 24 hours), for
+// an operator during an incident: [observe.BreakerOpen] refuses every
+// call with no I/O (op observe.OpForcedOpen, reason "forced-open",
+// matching [ErrCircuitOpen]); [observe.BreakerClosed] lets every call
+// through whatever the evidence; "" releases the breaker back to its own
+// judgement at once. Once d has passed the override ends by itself unless
+// Force renewed it. At BREAKER_SCOPE=fleet the override goes through the
+// fleet's Redis to every pod (and survives a pod's restart); it fails
+// when Redis does not take it. Status, the observers (observe.ForceObserver)
+// and the logger say when a breaker is forced.
+func (c *Client) Force(state observe.BreakerState, d time.Duration) error {
+	switch {
+	case state != observe.BreakerOpen && state != observe.BreakerClosed && state != "":
+		return fmt.Errorf("outbound %s: a breaker is forced open or closed, not %q", c.name, state)
+	case state != "" && (d <= 0 || d > maxForce):
+		return fmt.Errorf("outbound %s: a breaker is forced for more than 0 and at most %v, not %v", c.name, maxForce, d)
+	}
+	until := time.Now().Add(d)
+	if state == "" {
+		until = time.Time{}
+	}
+	if f, ok := c.cb.(Forcer); ok {
+		if err := f.Force(state, until); err != nil {
+			return fmt.Errorf("outbound %s: forcing the fleet's breaker: %w", c.name, err)
+		}
+	} else {
+		c.force.Store(&forcing{state: state, until: until.UnixNano()})
+	}
+	c.forceChanged(state, until)
+	return nil
+}
+
+// forced returns the override of the breaker in force now, "" when none.
+func (c *Client) forced() observe.BreakerState {
+	if c.forcer != nil {
+		s, until := c.forcer.Forced()
+		if s != "" && time.Now().Before(until) {
+			return s
+		}
+		return ""
+	}
+	f := c.force.Load()
+	if f == nil || f.state == "" || time.Now().UnixNano() >= f.until {
+		return ""
+	}
+	return f.state
+}
+
+// forcedStatus is the override shown in Status; nil when none.
+func (c *Client) forcedStatus() *observe.Forced {
+	var s observe.BreakerState
+	var until time.Time
+	if c.forcer != nil {
+		s, until = c.forcer.Forced()
+	} else if f := c.force.Load(); f != nil {
+		s, until = f.state, time.Unix(0, f.until)
+	}
+	if s == "" || !time.Now().Before(until) {
+		return nil
+	}
+	return &observe.Forced{State: s, Until: until}
+}
+
+// forceChanged tells the observers that an operator forced (or released)
+// the breaker.
+func (c *Client) forceChanged(state observe.BreakerState, until time.Time) {
+	for _, o := range c.observers {
+		if fo, ok := o.(observe.ForceObserver); ok {
+			fo.ObserveForce(c.name, state, until)
+		}
+	}
+}
