@@ -12,9 +12,11 @@ import (
 	"github.com/outbound-go/outbound/internal/fault"
 	"github.com/outbound-go/outbound/internal/hedge"
 	"github.com/outbound-go/outbound/internal/permit"
+	"github.com/outbound-go/outbound/internal/policy"
 	"github.com/outbound-go/outbound/internal/ratelimit"
 	"github.com/outbound-go/outbound/internal/redact"
 	"github.com/outbound-go/outbound/internal/redirect"
+	"github.com/outbound-go/outbound/internal/refusal"
 	"github.com/outbound-go/outbound/internal/throttle"
 	"github.com/outbound-go/outbound/internal/tlsconf"
 	"github.com/outbound-go/outbound/internal/transport"
@@ -238,6 +240,9 @@ type pipelineTransport struct{ c *Client }
 func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := p.c.entry.RoundTrip(req)
 	if err == nil {
+		if p.c.gaveUpOn(req, resp) {
+			refusal.Final(resp) // one retry layer: the SDK's would multiply ours
+		}
 		return resp, nil
 	}
 	if e, ok := err.(*Error); ok {
@@ -253,6 +258,16 @@ func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, &quiet
 	}
 	return resp, err
+}
+
+// gaveUpOn reports whether resp is an error status the retry stage
+// retried and gave up on (retries ran out, the retry throttle or the
+// deadline said no): the system retries, req was safe to replay, and the
+// status was one to retry. A request that was not replayable keeps the
+// SDK's own judgement.
+func (c *Client) gaveUpOn(req *http.Request, resp *http.Response) bool {
+	return c.cfg.Retries > 0 && resp.StatusCode >= 400 && policy.Replayable(req) &&
+		policy.RetryStatus(resp.StatusCode, resp.Header)
 }
 
 // CloseIdleConnections closes the system transport's idle connections, so

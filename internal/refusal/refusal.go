@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // The headers that mark a refusal: the reason, and the system.
@@ -82,4 +83,45 @@ func Response(req *http.Request, r Reason) *http.Response {
 		ContentLength: int64(len(b)),
 		Request:       req,
 	}
+}
+
+// maxFinalBody is the most of an upstream's non-JSON body that a final
+// answer keeps, as its message.
+const maxFinalBody = 1 << 10
+
+// Final marks resp, an error status the registry retried and gave up on,
+// as the final answer for an SDK: X-Should-Retry and Stripe-Should-Retry
+// "false", so that the SDK's own retries do not multiply the registry's.
+// A body that is not JSON (a gateway's HTML or text error page) becomes
+// the common error envelope
+//
+//	{"error":{"type":"outbound_gave_up","code":"status_503","message":<the body's first KiB>}}
+//
+// with the original type in X-Outbound-Original-Content-Type: an SDK
+// that cannot read an error body as its own shape may retry it whatever
+// the headers say (stripe-go does). A JSON body is left as it is.
+func Final(resp *http.Response) {
+	resp.Header.Set("X-Should-Retry", "false")
+	resp.Header.Set("Stripe-Should-Retry", "false")
+	ct := resp.Header.Get("Content-Type")
+	if strings.Contains(ct, "json") || resp.Body == nil {
+		return
+	}
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, maxFinalBody))
+	_ = resp.Body.Close()
+	type apiError struct {
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	b, _ := json.Marshal(struct {
+		Error apiError `json:"error"`
+	}{apiError{"outbound_gave_up", "status_" + strconv.Itoa(resp.StatusCode), strings.TrimSpace(string(head))}})
+	if ct != "" {
+		resp.Header.Set("X-Outbound-Original-Content-Type", ct)
+	}
+	resp.Header.Set("Content-Type", "application/json")
+	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+	resp.Header.Del("Content-Encoding")
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 }
