@@ -5,9 +5,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/bulkhead"
-	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/policy"
-	"github.com/outbound-go/outbound/observe"
 )
 
 // adaptiveStage measures each call for an adaptive bulkhead
@@ -32,33 +30,4 @@ func (s *adaptiveStage) handle(cl *call) (*http.Response, error) {
 		s.bh.Record(start, true)
 	}
 	return resp, err
-}
-
-// newBulkhead builds the bulkhead stage's semaphore: fixed at
-// MAX_CONCURRENT, or adaptive between MIN_CONCURRENT and it.
-func (c *Client) newBulkhead(cfg config.Client) (*bulkhead.Bulkhead, error) {
-	ceiling := int64(cfg.MaxConcurrent)
-	if !cfg.AdaptiveConcurrency {
-		return bulkhead.New(ceiling, cfg.BulkheadMaxWait)
-	}
-	c.limitShown = ceiling
-	return bulkhead.NewAdaptive(int64(cfg.MinConcurrent), ceiling, cfg.BulkheadMaxWait,
-		bulkhead.OnLimitChange(c.limitChanged))
-}
-
-// limitChanged tells the LimitObservers of a move of a quarter or more
-// since the last one told. It runs under the bulkhead's lock, which
-// guards limitShown.
-func (c *Client) limitChanged(_, to int64) {
-	from := c.limitShown
-	if d := to - from; 4*max(d, -d) < from {
-		return
-	}
-	c.limitShown = to
-	ev := observe.LimitEvent{System: c.name, From: from, To: to, Ceiling: c.bh.Capacity()}
-	for _, o := range c.observers {
-		if lo, ok := o.(observe.LimitObserver); ok {
-			lo.ObserveLimit(ev)
-		}
-	}
 }

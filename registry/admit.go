@@ -10,6 +10,7 @@ import (
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/origin"
+	"github.com/outbound-go/outbound/internal/redact"
 	"github.com/outbound-go/outbound/internal/request"
 	"github.com/outbound-go/outbound/internal/stream"
 	"github.com/outbound-go/outbound/observe"
@@ -30,7 +31,7 @@ func (c *Client) refuse(req *http.Request) error {
 	case req.URL != nil && req.URL.Host == "" && origin.EscapesBase(req.URL.Path):
 		return &Error{System: c.name, Op: observe.OpRequest, Method: req.Method, Err: ErrPathEscapesBase}
 	case req.URL != nil && req.URL.Host != "" && !origin.Same(req.URL, c.base):
-		return &Error{System: c.name, Op: observe.OpRequest, Method: req.Method, URL: redactedURL(req),
+		return &Error{System: c.name, Op: observe.OpRequest, Method: req.Method, URL: redact.Request(req),
 			Err: &originError{got: origin.String(req.URL), base: origin.String(c.base)}}
 	}
 	ctx := req.Context()
@@ -42,7 +43,7 @@ func (c *Client) refuse(req *http.Request) error {
 		}
 		return c.refused(req, observe.OpBudget, capbudget.ErrExhausted)
 	}
-	switch c.forced() {
+	switch c.force.State() {
 	case observe.BreakerOpen:
 		return c.refused(req, observe.OpForcedOpen, breaker.ForcedOpen)
 	case observe.BreakerClosed:

@@ -73,7 +73,7 @@ type breakerStage struct {
 }
 
 func (s *breakerStage) send(a *attempt) {
-	switch s.c.forced() { // an operator's override (Client.Force)
+	switch s.c.force.State() { // an operator's override (Client.Force)
 	case observe.BreakerOpen:
 		a.op, a.err = observe.OpForcedOpen, breaker.ForcedOpen
 		return

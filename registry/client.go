@@ -10,7 +10,9 @@ import (
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/fault"
+	"github.com/outbound-go/outbound/internal/force"
 	"github.com/outbound-go/outbound/internal/hedge"
+	"github.com/outbound-go/outbound/internal/limit"
 	"github.com/outbound-go/outbound/internal/permit"
 	"github.com/outbound-go/outbound/internal/policy"
 	"github.com/outbound-go/outbound/internal/ratelimit"
@@ -41,8 +43,7 @@ type Client struct {
 	certs     *tlsconf.CertSource // the client certificate's source; nil without one
 	bh        *bulkhead.Bulkhead
 	cb        Circuit                        // the breaker stage's state: the system's gobreaker, or its fleet's
-	forcer    Forcer                         // cb, when it is a fleet's that shares overrides; nil: force holds them
-	force     atomic.Pointer[forcing]        // an operator's override of the system's own breaker
+	force     force.Override                 // an operator's override of the breaker: its own, or its fleet's
 	toCircuit func(from, to gobreaker.State) // where the gobreaker's changes go when cb reports states; nil: the observers
 	throttle  *throttle.Throttle
 	quota     Quota           // RATE_LIMIT; nil: none
@@ -56,10 +57,6 @@ type Client struct {
 	// pausedTill is the end of the last pause told to the observers,
 	// Unix nanoseconds.
 	pausedTill atomic.Int64
-
-	// limitShown is the adaptive limit last told to the observers,
-	// guarded by bh's lock (see limitChanged).
-	limitShown int64
 }
 
 func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error) {
@@ -82,7 +79,7 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 		throttle: throttle.New(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),
 		faults:   fault.New(l, o.faultSeed),
 	}
-	if c.bh, err = c.newBulkhead(l.Client); err != nil {
+	if c.bh, err = limit.New(l.Name, l.Client, o.observers); err != nil {
 		return nil, err
 	}
 	c.owner = permit.Owner{Bulkhead: c.bh, Closed: closed, Pool: c.transport, ReadError: c.readError}
@@ -97,7 +94,9 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 		if sr, ok := c.cb.(StateReporter); ok {
 			c.toCircuit = sr.ReportStates(c.breakerChanged)
 		}
-		c.forcer, _ = c.cb.(Forcer)
+		if f, ok := c.cb.(Forcer); ok {
+			c.force.Share(f)
+		}
 	}
 	if r := l.Client.Rate(); r.Limited() {
 		c.quota = ratelimit.NewLocal(r)

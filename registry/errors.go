@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/cause"
@@ -118,19 +117,3 @@ func (e *Error) ErrorType() string { return e.Op.String() }
 // Timeout reports whether the call failed on a timeout of any phase, as
 // net.Error does.
 func (e *Error) Timeout() bool { return e.Op.Timeout() }
-
-// refusalCause is the cause of a refusal by op, as the refusing stage
-// gives it: a shared, immutable value.
-func refusalCause(op observe.Op) error {
-	switch op {
-	case observe.OpBreaker:
-		return breaker.Open
-	case observe.OpForcedOpen:
-		return breaker.ForcedOpen
-	case observe.OpBulkhead:
-		return bulkhead.ErrFull
-	case observe.OpRateLimit:
-		return ErrRateLimited
-	}
-	return capbudget.ErrExhausted
-}

@@ -35,7 +35,9 @@ func TestHTTPClientSaysItsAnswerIsFinalOnceItRetried(t *testing.T) {
 		return resp, string(b)
 	}
 	resp, body := send(c.HTTPClient().Do, http.MethodGet)
-	var doc struct{ Error struct{ Type, Code, Message string } }
+	var doc struct {
+		Error struct{ Type, Code, Message string }
+	}
 	if resp.StatusCode != 503 || resp.Header.Get("X-Should-Retry") != "false" || resp.Header.Get("Stripe-Should-Retry") != "false" ||
 		json.Unmarshal([]byte(body), &doc) != nil || doc.Error.Code != "status_503" || doc.Error.Message != "<html>down</html>" ||
 		resp.Header.Get("X-Outbound-Original-Content-Type") != "text/html" {

@@ -21,13 +21,6 @@ type Forcer interface {
 	Forced() (observe.BreakerState, time.Time)
 }
 
-// forcing is an override of a system's own breaker: the state and its
-// end (Unix nanoseconds), packed for one atomic load.
-type forcing struct {
-	state observe.BreakerState
-	until int64
-}
-
 // Force overrides the system's breaker for d (at most 24 hours), for
 // an operator during an incident: [observe.BreakerOpen] refuses every
 // call with no I/O (op observe.OpForcedOpen, reason "forced-open",
@@ -54,41 +47,10 @@ func (c *Client) Force(state observe.BreakerState, d time.Duration) error {
 			return fmt.Errorf("outbound %s: forcing the fleet's breaker: %w", c.name, err)
 		}
 	} else {
-		c.force.Store(&forcing{state: state, until: until.UnixNano()})
+		c.force.Set(state, until)
 	}
 	c.forceChanged(state, until)
 	return nil
-}
-
-// forced returns the override of the breaker in force now, "" when none.
-func (c *Client) forced() observe.BreakerState {
-	if c.forcer != nil {
-		s, until := c.forcer.Forced()
-		if s != "" && time.Now().Before(until) {
-			return s
-		}
-		return ""
-	}
-	f := c.force.Load()
-	if f == nil || f.state == "" || time.Now().UnixNano() >= f.until {
-		return ""
-	}
-	return f.state
-}
-
-// forcedStatus is the override shown in Status; nil when none.
-func (c *Client) forcedStatus() *observe.Forced {
-	var s observe.BreakerState
-	var until time.Time
-	if c.forcer != nil {
-		s, until = c.forcer.Forced()
-	} else if f := c.force.Load(); f != nil {
-		s, until = f.state, time.Unix(0, f.until)
-	}
-	if s == "" || !time.Now().Before(until) {
-		return nil
-	}
-	return &observe.Forced{State: s, Until: until}
 }
 
 // forceChanged tells the observers that an operator forced (or released)

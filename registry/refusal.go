@@ -63,5 +63,5 @@ func Refusal(h http.Header) error {
 	if !ok {
 		return nil
 	}
-	return &Error{System: h.Get(refusedSystemHeader), Op: op, Err: refusalCause(op)}
+	return &Error{System: h.Get(refusedSystemHeader), Op: op, Err: refusal.Cause(op)}
 }

@@ -38,7 +38,7 @@ func (c *Client) refused(req *http.Request, op observe.Op, cause error) *Error {
 
 // fail ends the call with an [*Error] of op after n attempts (0: none).
 func (cl *call) fail(op observe.Op, n int, err error) error {
-	return cl.end(&Error{System: cl.c.name, Op: op, Method: cl.req.Method, URL: redactedURL(cl.req), Attempts: n, Err: err},
+	return cl.end(&Error{System: cl.c.name, Op: op, Method: cl.req.Method, URL: redact.Request(cl.req), Attempts: n, Err: err},
 		op.Outcome(true))
 }
 
@@ -125,13 +125,4 @@ func (c *Client) report(a *attempt, h hedgeTag) {
 	for _, o := range c.observers {
 		o.ObserveAttempt(ev)
 	}
-}
-
-// redactedURL renders req's URL without userinfo or token-like query
-// values.
-func redactedURL(req *http.Request) string {
-	if req.URL == nil {
-		return ""
-	}
-	return redact.URL(req.URL.String())
 }

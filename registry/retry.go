@@ -10,6 +10,7 @@ import (
 	"github.com/outbound-go/outbound/internal/cause"
 	"github.com/outbound-go/outbound/internal/drain"
 	"github.com/outbound-go/outbound/internal/policy"
+	"github.com/outbound-go/outbound/internal/redact"
 	"github.com/outbound-go/outbound/internal/request"
 	"github.com/outbound-go/outbound/internal/transport"
 	"github.com/outbound-go/outbound/observe"
@@ -92,7 +93,7 @@ func (r *retrier) settle(a *attempt) (done bool, _ *http.Response, _ error) {
 		closeBody(a.req)
 		// Name the attempts already sent and the failure that preceded
 		// the refusal.
-		return true, nil, cl.end(&Error{System: r.c.name, Op: a.op, Method: cl.req.Method, URL: redactedURL(cl.req),
+		return true, nil, cl.end(&Error{System: r.c.name, Op: a.op, Method: cl.req.Method, URL: redact.Request(cl.req),
 			Attempts: a.n - 1, Err: cause.Join(a.err, r.lastErr)}, a.op.Outcome(false))
 	case a.err == nil && !policy.TemporaryStatus(a.resp.StatusCode) && !policy.RetryStatus(a.resp.StatusCode, a.resp.Header):
 		cl.answered(a.resp, a.n, answerOutcome(a.resp.StatusCode))
@@ -147,7 +148,7 @@ func (r *retrier) next(a *attempt) (done bool, _ *http.Response, _ error) {
 	}
 	r.c.stats.retries.Add(1)
 	if !policy.Sleep(cl.ctx, wait) {
-		e := &Error{System: r.c.name, Op: transport.Classify(cl.ctx, r.lastErr), Method: cl.req.Method, URL: redactedURL(cl.req),
+		e := &Error{System: r.c.name, Op: transport.Classify(cl.ctx, r.lastErr), Method: cl.req.Method, URL: redact.Request(cl.req),
 			Attempts: a.n, StatusCode: status, Err: cause.With(r.lastErr, cl.ctx)}
 		if status != 0 && e.Op != observe.OpCanceled {
 			e.Op = observe.OpStatus
@@ -175,7 +176,7 @@ func (r *retrier) tooLate(a *attempt, wait, hint time.Duration) error {
 		return cl.fail(a.op, a.n, cause.Join(a.err, late))
 	}
 	drain.Response(a.resp)
-	return cl.end(&Error{System: r.c.name, Op: observe.OpStatus, Method: cl.req.Method, URL: redactedURL(cl.req),
+	return cl.end(&Error{System: r.c.name, Op: observe.OpStatus, Method: cl.req.Method, URL: redact.Request(cl.req),
 		Attempts: a.n, StatusCode: a.resp.StatusCode, RetryAfter: hint, Err: late}, observe.OutcomeGaveUp)
 }
 
@@ -188,6 +189,6 @@ func (r *retrier) throttled(a *attempt) (*http.Response, error) {
 		cl.answered(a.resp, a.n, observe.OutcomeRetryThrottled)
 		return a.resp, nil
 	}
-	return nil, cl.end(&Error{System: r.c.name, Op: a.op, Method: cl.req.Method, URL: redactedURL(cl.req),
+	return nil, cl.end(&Error{System: r.c.name, Op: a.op, Method: cl.req.Method, URL: redact.Request(cl.req),
 		Attempts: a.n, Err: cause.Join(a.err, ErrRetryThrottled)}, observe.OutcomeRetryThrottled)
 }

@@ -23,7 +23,7 @@ func (c *Client) Status() observe.Status {
 		Rate:    rate,
 		System:  c.name,
 		Breaker: breaker.State(c.cb.State()),
-		Forced:  c.forcedStatus(),
+		Forced:  c.force.Status(),
 		BreakerCounts: observe.BreakerCounts{
 			Requests: n.Requests, Successes: n.TotalSuccesses, Failures: n.TotalFailures,
 			Exclusions: n.TotalExclusions, ConsecutiveSuccesses: n.ConsecutiveSuccesses,

@@ -24,6 +24,7 @@
 package redact
 
 import (
+	"net/http"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -191,4 +192,13 @@ func Printable(s string) string {
 		}
 	}
 	return s
+}
+
+// Request renders req's URL with [URL]: no userinfo, no token-like query
+// value; "" without a URL.
+func Request(req *http.Request) string {
+	if req.URL == nil {
+		return ""
+	}
+	return URL(req.URL.String())
 }

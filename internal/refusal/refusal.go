@@ -11,6 +11,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/outbound-go/outbound/bulkhead"
+	"github.com/outbound-go/outbound/capbudget"
+	"github.com/outbound-go/outbound/internal/breaker"
+	"github.com/outbound-go/outbound/internal/ratelimit"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // The headers that mark a refusal: the reason, and the system.
@@ -124,4 +130,20 @@ func Final(resp *http.Response) {
 	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
 	resp.Header.Del("Content-Encoding")
 	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+}
+
+// Cause is the cause of a refusal by op, as the refusing stage gives it:
+// a shared, immutable value that matches the registry's sentinel.
+func Cause(op observe.Op) error {
+	switch op {
+	case observe.OpBreaker:
+		return breaker.Open
+	case observe.OpForcedOpen:
+		return breaker.ForcedOpen
+	case observe.OpBulkhead:
+		return bulkhead.ErrFull
+	case observe.OpRateLimit:
+		return ratelimit.ErrLimited
+	}
+	return capbudget.ErrExhausted
 }
