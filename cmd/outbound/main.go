@@ -45,6 +45,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/outbound-go/outbound/cmd/outbound/internal/demo"
 )
 
 // Exit codes of run.
@@ -70,12 +72,11 @@ type command struct {
 }
 
 // commands is the subcommand table, in the order the usage lists them.
-// runDemo lives in demo.go (demo_stub.go until the demo is built).
 func commands() []command {
 	return []command{
 		{"check", "validate the configuration of the declared systems", runCheck},
 		{"env", "print every variable of the declared systems (table, dotenv or ConfigMap)", runEnv},
-		{"demo", "run a demo of the outbound clients", runDemo},
+		{"demo", "run a demo of the outbound clients", demo.Run},
 	}
 }
 

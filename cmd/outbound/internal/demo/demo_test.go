@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -7,12 +7,21 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/outbound-go/outbound/cmd/outbound/internal/fakes"
+	"github.com/outbound-go/outbound/config"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // syncBuffer is a bytes.Buffer safe for the demo writing while the test
 // reads.
@@ -33,16 +42,39 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// demoEnv keeps the caller's environment out of the demo's systems.
+// demoEnv unsets, for the duration of t, every OUTBOUND_* variable and
+// every variable under a prefix of the demo's systems, so that the
+// caller's environment cannot change the results, then sets kv
+// (alternating names and values).
 func demoEnv(t *testing.T, kv ...string) {
 	t.Helper()
-	saved := testSystems
-	testSystems = append([]string{"catalog", "shipping"}, saved...)
-	defer func() { testSystems = saved }()
-	cleanEnv(t, kv...)
+	for _, e := range os.Environ() {
+		k, _, _ := strings.Cut(e, "=")
+		if strings.HasPrefix(k, "OUTBOUND_") || slices.ContainsFunc(fakes.Names(), func(s string) bool {
+			return strings.HasPrefix(k, config.Prefix(s)+"_")
+		}) {
+			t.Setenv(k, "") // restores the old value after the test
+			os.Unsetenv(k)
+		}
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		t.Setenv(kv[i], kv[i+1])
+	}
 }
 
-func TestDemo(t *testing.T) {
+// runOut runs the demo with args and returns its exit code and output.
+func runOut(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = Run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestRunDrivesTheFakesAndExplainsWhatHappened runs the demo as a user
+// would, with a BASE_URL and a tuning variable in the environment and the
+// status port taken, and checks the status page, the probes, the metrics
+// and the summary.
+func TestRunDrivesTheFakesAndExplainsWhatHappened(t *testing.T) {
 	// A BASE_URL in the environment must not send the demo anywhere but
 	// its own fakes; other variables tune it.
 	demoEnv(t, "CATALOG_BASE_URL", "http://catalog.invalid", "INVENTORY_MAX_CONCURRENT", "8")
@@ -59,22 +91,11 @@ func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go func() {
-		done <- run(ctx, []string{"demo", "--duration", "3s", "--plain", "--status-addr", busy.Addr().String()}, &out, &errb)
+		done <- Run(ctx, []string{"--duration", "3s", "--plain", "--status-addr", busy.Addr().String()}, &out, &errb)
 	}()
 
 	// The status page answers while the demo runs.
-	statusRE := regexp.MustCompile(`status page .*: (http://127\.0\.0\.1:\d+/)`)
-	var statusURL string
-	for deadline := time.Now().Add(10 * time.Second); statusURL == "" && time.Now().Before(deadline); {
-		if m := statusRE.FindStringSubmatch(out.String()); m != nil {
-			statusURL = m[1]
-		} else {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if statusURL == "" {
-		t.Fatalf("no status URL in the output:\n%s", out.String())
-	}
+	statusURL := waitForStatusURL(t, &out)
 	if strings.Contains(statusURL, busy.Addr().String()) {
 		t.Errorf("status page on the busy address %s", statusURL)
 	}
@@ -91,15 +112,11 @@ func TestDemo(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0; stderr:\n%s\nstdout:\n%s", code, errb.String(), got)
 	}
-	summary := got[strings.Index(got, "Summary after"):]
-	for _, sys := range demoOrder {
-		if !strings.Contains(summary, "\n"+sys+" (") {
-			t.Errorf("the summary does not describe %s:\n%s", sys, summary)
-		}
-	}
+	checkSummary(t, got)
 	for _, want := range []string{
 		"the breaker of shipping opened",
 		"What tripped:", "What was shed:", "What stayed fast:",
+		"refused with no I/O (", " breaker_open", "sent nothing and is left out of the ok rate",
 		"ignoring CATALOG_BASE_URL from the environment",
 		"using INVENTORY_MAX_CONCURRENT=8 from the environment",
 		"is busy: the status page took a free port",
@@ -116,10 +133,38 @@ func TestDemo(t *testing.T) {
 	}
 }
 
+// waitForStatusURL returns the status page's URL once the demo has
+// printed it.
+func waitForStatusURL(t *testing.T, out *syncBuffer) string {
+	t.Helper()
+	statusRE := regexp.MustCompile(`status page .*: (http://127\.0\.0\.1:\d+/)`)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if m := statusRE.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+	}
+	t.Fatalf("no status URL in the output:\n%s", out.String())
+	return ""
+}
+
+// checkSummary checks that the summary describes every system.
+func checkSummary(t *testing.T, got string) {
+	t.Helper()
+	i := strings.Index(got, "Summary after")
+	if i < 0 {
+		t.Fatalf("no summary:\n%s", got)
+	}
+	for _, sys := range fakes.Names() {
+		if !strings.Contains(got[i:], "\n"+sys+" (") {
+			t.Errorf("the summary does not describe %s:\n%s", sys, got[i:])
+		}
+	}
+}
+
 // checkProbes checks that the demo prints the URLs of /metrics, /healthz
 // and /readyz beside the status page's, and serves them on the same
-// server (issue 10 item 16): Prometheus text with outbound's series, and
-// the two probes' JSON.
+// server: Prometheus text with outbound's series, and the two probes'
+// JSON.
 func checkProbes(t *testing.T, out, url string) {
 	t.Helper()
 	for _, p := range []string{"metrics", "healthz", "readyz"} {
@@ -180,12 +225,12 @@ func checkStatus(t *testing.T, url string) {
 	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil {
 		t.Fatalf("status page: %v", err)
 	}
-	if len(page.Systems) != len(demoOrder) {
-		t.Errorf("status page lists %d systems, want %d", len(page.Systems), len(demoOrder))
+	if len(page.Systems) != len(fakes.Names()) {
+		t.Errorf("status page lists %d systems, want %d", len(page.Systems), len(fakes.Names()))
 	}
 }
 
-func TestDemoUsage(t *testing.T) {
+func TestBadFlagsAreUsageErrors(t *testing.T) {
 	demoEnv(t)
 	tests := []struct {
 		args []string
@@ -199,20 +244,22 @@ func TestDemoUsage(t *testing.T) {
 		{[]string{"extra"}, "unexpected argument"},
 	}
 	for _, tt := range tests {
-		code, _, stderr := runOut(t, append([]string{"demo"}, tt.args...)...)
+		code, _, stderr := runOut(t, tt.args...)
 		if code != exitUsage || !strings.Contains(stderr, tt.want) {
 			t.Errorf("demo %q: exit %d, stderr %q; want 2 and %q", tt.args, code, stderr, tt.want)
 		}
 	}
-	if code, stdout, _ := runOut(t, "help", "demo"); code != exitOK || !strings.Contains(stdout, "--status-addr") {
-		t.Errorf("help demo: exit %d, %q", code, stdout)
+	if code, _, stderr := runOut(t, "-h"); code != exitOK || !strings.Contains(stderr, "--status-addr") {
+		t.Errorf("-h: exit %d, %q; want 0 and the flags", code, stderr)
 	}
 }
 
-func TestDemoBadEnvironment(t *testing.T) {
+// TestEnvironmentProblemsOfItsSystemsStopTheDemo: a variable that tunes
+// one of the demo's systems badly stops it at once, every problem named.
+func TestEnvironmentProblemsOfItsSystemsStopTheDemo(t *testing.T) {
 	demoEnv(t, "SHIPPING_READ_TIMEOUT", "abc", "PAYMENTS_CALL_TIMEOUT", "1s")
-	code, _, stderr := runOut(t, "demo", "--duration", "1s", "--status-addr", "")
-	if code != exitInvalid {
+	code, _, stderr := runOut(t, "--duration", "1s", "--status-addr", "")
+	if code != exitFailed {
 		t.Fatalf("exit %d, want 1; stderr:\n%s", code, stderr)
 	}
 	for _, want := range []string{"SHIPPING_READ_TIMEOUT=abc", "PAYMENTS_CALL_TIMEOUT=1s", "2 problems"} {
@@ -222,9 +269,11 @@ func TestDemoBadEnvironment(t *testing.T) {
 	}
 }
 
-func TestDemoServeFakesOnly(t *testing.T) {
+// TestZeroWorkersServeTheFakesOnly: --workers 0 serves the fakes for a
+// service to call, and makes no call of its own.
+func TestZeroWorkersServeTheFakesOnly(t *testing.T) {
 	demoEnv(t)
-	code, stdout, stderr := runOut(t, "demo", "--duration", "300ms", "--workers", "0", "--status-addr", "")
+	code, stdout, stderr := runOut(t, "--duration", "300ms", "--workers", "0", "--status-addr", "")
 	if code != exitOK {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
 	}
@@ -233,37 +282,14 @@ func TestDemoServeFakesOnly(t *testing.T) {
 	}
 }
 
-func TestHist(t *testing.T) {
-	var h hist
-	if h.quantile(0.5) != 0 {
-		t.Error("empty histogram has a median")
-	}
-	for i := 1; i <= 100; i++ {
-		h.add(time.Duration(i) * time.Millisecond)
-	}
-	for _, c := range []struct {
-		q    float64
-		want time.Duration
-	}{{0.5, 50 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}} {
-		got := h.quantile(c.q)
-		if got < c.want || float64(got) > float64(c.want)*1.1 {
-			t.Errorf("quantile(%v) = %v, want %v within 10%% above", c.q, got, c.want)
-		}
-	}
-	h.add(0)
-	h.add(time.Hour) // clamped into the last bucket
-	if h.n != 102 {
-		t.Errorf("n = %d, want 102", h.n)
-	}
-}
-
-func TestCheckLoopback(t *testing.T) {
-	for addr, ok := range map[string]bool{
-		"127.0.0.1:8089": true, "localhost:0": true, "[::1]:80": true, "127.1.2.3:9": true,
-		":8089": false, "0.0.0.0:1": false, "10.0.0.1:80": false, "example.com:80": false, "nonsense": false,
-	} {
-		if err := checkLoopback(addr); (err == nil) != ok {
-			t.Errorf("checkLoopback(%q) = %v, want ok %v", addr, err, ok)
-		}
+// TestFleetWithoutRedisSaysHowToGetIt: --fleet with no redis-server on
+// the PATH exits 1 and says how to install one.
+func TestFleetWithoutRedisSaysHowToGetIt(t *testing.T) {
+	demoEnv(t)
+	t.Setenv("PATH", t.TempDir())
+	code, _, errOut := runOut(t, "--fleet", "--duration", "1s", "--status-addr", "")
+	if code != exitFailed || !strings.Contains(errOut, "outbound demo --fleet: needs redis-server") ||
+		!strings.Contains(errOut, "apt-get install redis-server") {
+		t.Errorf("exit %d, stderr %q: want %d and how to install redis-server", code, errOut, exitFailed)
 	}
 }
