@@ -28,9 +28,10 @@ type Status struct {
 	Limit         int64         `json:"limit"`    // the bulkhead's current limit: Capacity unless ADAPTIVE_CONCURRENCY
 
 	Calls            uint64 `json:"calls"`             // calls admitted by the bulkhead
-	OK               uint64 `json:"ok"`                // calls answered with a response not retried
+	Sent             uint64 `json:"sent"`              // calls that sent requests and ended (every outcome but the refusals)
+	OK               uint64 `json:"ok"`                // calls answered with a response the breaker counts a success (outcome ok)
 	Retries          uint64 `json:"retries"`           // retries sent
-	GaveUp           uint64 `json:"gave_up"`           // calls that ended on a failure
+	GaveUp           uint64 `json:"gave_up"`           // calls that sent requests and ended on a failure: gave_up, failed (a 501), retry_throttled, canceled
 	BulkheadRejected uint64 `json:"bulkhead_rejected"` // calls refused by the bulkhead
 	BreakerRejected  uint64 `json:"breaker_rejected"`  // calls refused by the breaker
 	BudgetRejected   uint64 `json:"budget_rejected"`   // calls refused because the caller's budget was spent
@@ -38,6 +39,11 @@ type Status struct {
 	RetriesThrottled uint64 `json:"retries_throttled"` // retries refused by the retry throttle (RETRY_BUDGET_*)
 	HedgesSent       uint64 `json:"hedges_sent"`       // extra copies sent by hedging (HEDGE_DELAY)
 	HedgesWon        uint64 `json:"hedges_won"`        // hedges whose answer the caller got
+
+	// Outcomes counts every call by how it ended (observe.CallOutcomes),
+	// refusals included: the labels of the metrics and the logs.
+	// Success is OK / Sent, refusals apart.
+	Outcomes map[string]uint64 `json:"outcomes"`
 
 	// Forced is an operator's override of the breaker (Client.Force); nil
 	// when none. Breaker then shows the forced state.

@@ -92,12 +92,12 @@ func (s *breakerStage) send(a *attempt) {
 			// the closure.
 			return nil, &breaker.Attempt{Op: a.op, Excluded: breaker.Excluded(a.op, a.avail), Err: a.err}
 		case policy.UpstreamFailure(a.resp.StatusCode):
-			return a.resp, breaker.FailedStatus
+			return a.resp, breaker.ErrFailedStatus
 		}
 		return a.resp, nil
 	})
 	switch {
-	case err == nil, err == breaker.FailedStatus:
+	case err == nil, err == breaker.ErrFailedStatus:
 	case errors.Is(err, gobreaker.ErrOpenState):
 		a.resp, a.op, a.err = nil, observe.OpBreaker, breaker.Open
 	case errors.Is(err, gobreaker.ErrTooManyRequests):

@@ -180,25 +180,17 @@ func (c *Client) BaseURL() *url.URL { u := *c.base; return &u }
 // HTTPClient returns an *http.Client whose every request runs the whole
 // pipeline, as [Client.Do] does, for generated SDKs and libraries that
 // accept one. Its Timeout is zero: CALL_TIMEOUT and the caller's budget
-// bound each call, redirects and body included, as http.Client.Timeout
-// would. Redirects follow the system's policy inside the pipeline, within
-// one bulkhead permit and one deadline; the *http.Client itself never
+// bound each call, redirects and body included. Redirects follow the
+// system's policy inside the pipeline; the *http.Client itself never
 // follows one, so a library's Jar sees only the last hop. Relative URLs
 // resolve against BASE_URL.
 //
-// A call refused before anything was sent, by an open breaker, a full
-// bulkhead, a rate limit or a spent budget, is not an error here but a
-// made-up 503 that tells SDKs not to retry (X-Should-Retry and
-// Stripe-Should-Retry: false) and says why in [RefusedHeader]; [Refusal]
-// turns its header back into the [*Error] that Do returns. SDKs retry
-// errors with their own backoff, so an error would turn a fast refusal
-// into seconds (docs/sdk.md).
-//
-// Its other errors are *url.Error, as any http.Client's, wrapping an
-// [*Error] (errors.As finds it). net/http renders the request's URL in it
-// as the caller wrote it (password hidden); every URL the pipeline adds
-// (BASE_URL, redirects) is redacted, so use relative URLs for
-// secret-bearing bases.
+// It speaks to SDKs, which retry errors with their own backoff: a refusal
+// (breaker, bulkhead, rate limit, spent budget) is a made-up 503 that
+// tells them not to retry ([RefusedHeader], [Refusal]), and so is an
+// error status outbound retried and gave up on. Its other errors are
+// *url.Error wrapping an [*Error]; every URL the pipeline adds (BASE_URL,
+// redirects) is redacted (docs/sdk.md).
 //
 // Each call returns a new *http.Client sharing the pipeline, so that a
 // library that sets its Timeout or wraps its Transport changes only its

@@ -29,13 +29,14 @@ func (c *Client) Status() observe.Status {
 			Exclusions: n.TotalExclusions, ConsecutiveSuccesses: n.ConsecutiveSuccesses,
 			ConsecutiveFailures: n.ConsecutiveFailures,
 		},
-		InFlight:         c.bh.InFlight(),
-		Capacity:         c.bh.Capacity(),
-		Limit:            c.bh.Limit(),
-		Calls:            c.stats.calls.Load(),
-		OK:               c.ended(observe.OutcomeOK) + c.ended(observe.OutcomeFailed),
-		Retries:          c.stats.retries.Load(),
-		GaveUp:           c.ended(observe.OutcomeGaveUp) + c.ended(observe.OutcomeCanceled),
+		InFlight: c.bh.InFlight(),
+		Capacity: c.bh.Capacity(),
+		Limit:    c.bh.Limit(),
+		Calls:    c.stats.calls.Load(),
+		OK:       c.ended(observe.OutcomeOK),
+		Retries:  c.stats.retries.Load(),
+		GaveUp: c.ended(observe.OutcomeGaveUp) + c.ended(observe.OutcomeFailed) + c.ended(observe.OutcomeRetryThrottled) +
+			c.ended(observe.OutcomeCanceled),
 		BulkheadRejected: c.bh.Rejected(),
 		BreakerRejected: c.refusedBy(observe.OutcomeBreakerOpen) + c.ended(observe.OutcomeBreakerOpen) +
 			c.refusedBy(observe.OutcomeForcedOpen) + c.ended(observe.OutcomeForcedOpen),
@@ -49,6 +50,14 @@ func (c *Client) Status() observe.Status {
 		Faults:           c.faults.Describe(),
 		InjectedAborts:   c.faults.Aborts(),
 		InjectedDelays:   c.faults.Delays(),
+	}
+	st.Outcomes = make(map[string]uint64, observe.NumOutcomes)
+	for _, o := range observe.CallOutcomes() {
+		n := c.ended(o) + c.refusedBy(o)
+		st.Outcomes[o.String()] = n
+		if !o.Refused() {
+			st.Sent += c.ended(o)
+		}
 	}
 	if st.Forced != nil {
 		st.Breaker = st.Forced.State // what calls meet

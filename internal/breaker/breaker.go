@@ -50,14 +50,14 @@ func New(name string, c config.Client, onChange func(from, to gobreaker.State)) 
 }
 
 // Judge says how a breaker counts err, the error of the send function
-// given to Execute (and passed on by it): nil is a success; FailedStatus
+// given to Execute (and passed on by it): nil is a success; ErrFailedStatus
 // or an [Attempt] not excluded is a failure; anything else is excluded.
 // It does not allocate.
 func Judge(err error) observe.Verdict {
 	switch {
 	case err == nil:
 		return observe.VerdictSuccess
-	case err == FailedStatus:
+	case err == ErrFailedStatus:
 		return observe.VerdictFailure
 	}
 	// send returns *Attempt unwrapped; a type assertion costs no
@@ -68,9 +68,9 @@ func Judge(err error) observe.Verdict {
 	return observe.VerdictExcluded
 }
 
-// FailedStatus marks an attempt that got a response the breaker counts as
+// ErrFailedStatus marks an attempt that got a response the breaker counts as
 // a failure. The response travels with it.
-var FailedStatus = errors.New("failed status")
+var ErrFailedStatus = errors.New("failed status")
 
 // Attempt carries a failed attempt's error through the breaker with its
 // op, and whether the breaker excludes it (neither a success nor a

@@ -20,7 +20,7 @@ func TestJudgeIsTheBreakersOwnRule(t *testing.T) {
 		want observe.Verdict
 	}{
 		{nil, observe.VerdictSuccess},
-		{FailedStatus, observe.VerdictFailure},
+		{ErrFailedStatus, observe.VerdictFailure},
 		{&Attempt{Op: observe.OpConnect, Err: Open}, observe.VerdictFailure},
 		{&Attempt{Op: observe.OpCanceled, Excluded: true, Err: Open}, observe.VerdictExcluded},
 		{gobreaker.ErrOpenState, observe.VerdictExcluded},
@@ -30,7 +30,7 @@ func TestJudgeIsTheBreakersOwnRule(t *testing.T) {
 			t.Errorf("Judge(%v) = %d, want %d", tc.err, got, tc.want)
 		}
 	}
-	if n := testing.AllocsPerRun(100, func() { Judge(FailedStatus) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { Judge(ErrFailedStatus) }); n != 0 {
 		t.Errorf("Judge allocates %v times", n)
 	}
 }
