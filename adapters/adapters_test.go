@@ -426,10 +426,10 @@ func TestDegradable(t *testing.T) {
 	}
 }
 
-// Issue 10 item 5: a 429 whose Retry-After would pass the caller's
-// deadline reaches the adapter's caller as a StatusError with the hint,
-// wrapping the registry's error.
-func TestIssue10RetryAfterPastDeadline(t *testing.T) {
+// A 429 whose Retry-After would pass the caller's deadline reaches the
+// adapter's caller as a StatusError with the hint, wrapping the
+// registry's error.
+func TestRetryAfterPastDeadlineReachesTheCallerWithTheHint(t *testing.T) {
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusTooManyRequests, Header: outboundtest.RetryAfterSeconds(1)})
 	c := newClient(t, srv.URL, config.Client{})
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)

@@ -39,8 +39,8 @@ func TestAcquireWait(t *testing.T) {
 			wantNotIs: []error{context.Canceled, context.DeadlineExceeded}, wantElapsed: 100 * time.Millisecond},
 		{name: "permit freed during wait", maxWait: 100 * time.Millisecond, releaseAfter: 30 * time.Millisecond,
 			wantElapsed: 30 * time.Millisecond},
-		// Issue 10 item 6: the caller's cancellation is not a full
-		// bulkhead, and is not counted as a rejection.
+		// The caller's cancellation is not a full bulkhead, and is not
+		// counted as a rejection.
 		{name: "ctx cancelled during wait", maxWait: time.Second, cancelAfter: 20 * time.Millisecond,
 			wantErr: true, notRejected: true, wantIs: []error{context.Canceled},
 			wantNotIs: []error{ErrFull, context.DeadlineExceeded}, wantElapsed: 20 * time.Millisecond},

@@ -8,11 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/outbound-go/outbound/metrics"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // BenchmarkCallOverhead measures what observability adds to one call: a

@@ -5,11 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/metrics"
 	"github.com/outbound-go/outbound/registry"
-	"github.com/prometheus/client_golang/prometheus"
-	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestInjectedAttemptsCountedApart: in a drill, the attempts fault

@@ -4,14 +4,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/outbound-go/outbound/metrics"
-	"github.com/outbound-go/outbound/registry"
 	"github.com/prometheus/client_golang/prometheus"
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/outbound-go/outbound/metrics"
+	"github.com/outbound-go/outbound/registry"
 )
 
-// outbound_bulkhead_limit is the adaptive limit (issue 15), which starts
-// at the ceiling, or MAX_CONCURRENT for a fixed bulkhead.
+// outbound_bulkhead_limit is the adaptive limit (ADAPTIVE_CONCURRENCY),
+// which starts at the ceiling, or MAX_CONCURRENT for a fixed bulkhead.
 func TestBulkheadLimitGauge(t *testing.T) {
 	t.Setenv("OUTBOUND_SYSTEMS", "inv,pay")
 	t.Setenv("INV_BASE_URL", "http://127.0.0.1:1")

@@ -3,55 +3,24 @@ package metrics_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/config"
-	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/metrics"
 	"github.com/outbound-go/outbound/observe"
-	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
-	"github.com/prometheus/client_golang/prometheus"
-	promtest "github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// upstream serves /ok (200), /flaky (one 503, then 200), /gate (parked
-// until the gate opens) and /down (503 forever).
-func upstream(t *testing.T) (*outboundtest.Upstream, *outboundtest.Hang) {
-	t.Helper()
-	gate := outboundtest.NewHang(outboundtest.Reply{Body: "late"})
-	mux := http.NewServeMux()
-	mux.HandleFunc("/ok", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	mux.Handle("/flaky", outboundtest.NewScript(testutil.FailN(1, http.StatusServiceUnavailable)...))
-	mux.Handle("/gate", gate)
-	mux.HandleFunc("/down", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
-	return outboundtest.NewUpstream(t, mux), gate
-}
-
-// get sends GET path with ctx through c, drains and closes the body.
-func get(ctx context.Context, c *registry.Client, path string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, resp.Body.Close()
-}
 
 // TestScriptedSequence drives a real loopback upstream through a success
 // under a caller deadline, a spent budget, a retried 503, a full bulkhead
@@ -250,45 +219,6 @@ outbound_calls_total{outcome="rate_limited",system="pay"} 0
 	}
 }
 
-// find returns the series of family name with label system=system and
-// the other label pairs given.
-func find(t *testing.T, g prometheus.Gatherer, name, system string, labelPairs ...string) *dto.Metric {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"system": system}
-	for i := 0; i+1 < len(labelPairs); i += 2 {
-		want[labelPairs[i]] = labelPairs[i+1]
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue series
-				}
-			}
-			return m
-		}
-	}
-	t.Fatalf("no %s%v", name, want)
-	return nil
-}
-
-func gaugeValue(t *testing.T, g prometheus.Gatherer, name, system string) float64 {
-	t.Helper()
-	return find(t, g, name, system).GetGauge().GetValue()
-}
-
 // TestBreakerTransitions checks the transition counters and the state
 // gauge through open, half-open and closed, fed by events.
 func TestBreakerTransitions(t *testing.T) {
@@ -458,7 +388,7 @@ func (degradedCircuit) FleetSync() observe.FleetSync {
 	return observe.FleetSync{Synced: false, Since: time.Now(), LastError: "connection refused"}
 }
 
-// TestFleetSynced (issue #13): a system at BREAKER_SCOPE=fleet has an
+// TestFleetSynced: a system at BREAKER_SCOPE=fleet has an
 // outbound_fleet_synced gauge, from its Status; one at scope local none.
 func TestFleetSynced(t *testing.T) {
 	loaded, err := config.LoadEnv(map[string]string{
@@ -494,4 +424,9 @@ func (degradedFleet) Circuit(_ string, _ config.Client, local registry.Circuit) 
 
 func (degradedFleet) Quota(string, config.Client, registry.Quota) (registry.Quota, error) {
 	return nil, errors.New("no quota")
+}
+
+func gaugeValue(t *testing.T, g prometheus.Gatherer, name, system string) float64 {
+	t.Helper()
+	return find(t, g, name, system).GetGauge().GetValue()
 }

@@ -222,12 +222,12 @@ func adaptiveEnv(sys, url string, extra ...string) map[string]string {
 	return env
 }
 
-// Issue 15, test 1: 64 callers on an upstream of 8 workers x 10ms (800
-// calls/s). A fixed MAX_CONCURRENT=64 queues 56 calls at the upstream
-// (p99 ~ 8 x 10ms); the adaptive limit settles near 8..16, keeps the
-// upstream busy and the latency within 2-3x the service time. The limit
-// is logged when it moves a lot.
-func TestIssue15AdaptiveSettlesNearCapacity(t *testing.T) {
+// 64 callers on an upstream of 8 workers x 10ms (800 calls/s). A fixed
+// MAX_CONCURRENT=64 queues 56 calls at the upstream (p99 ~ 8 x 10ms); the
+// adaptive limit settles near 8..16, keeps the upstream busy and the
+// latency within 2-3x the service time. The limit is logged when it moves
+// a lot.
+func TestAdaptiveLimitSettlesNearCapacity(t *testing.T) {
 	const service, workers, callers = 10 * time.Millisecond, 8, 64
 	const run = 3 * time.Second
 	capacity := float64(workers) * float64(run) / float64(service)
@@ -300,11 +300,11 @@ func (l *limitLogs) Handle(ctx context.Context, r slog.Record) error {
 	}).Handle(ctx, r)
 }
 
-// Issue 15, test 2: the upstream's workers go 8 -> 32 -> 4 (50ms each,
-// so that 32 workers stay within what a loaded test machine can drive
-// under -race); the limit follows each way within a couple of seconds
-// (the figures are logged).
-func TestIssue15AdaptiveFollowsCapacity(t *testing.T) {
+// The upstream's workers go 8 -> 32 -> 4 (50ms each, so that 32 workers
+// stay within what a loaded test machine can drive under -race); the
+// limit follows each way within a couple of seconds (the figures are
+// logged).
+func TestAdaptiveLimitFollowsCapacity(t *testing.T) {
 	up := newCapacityUpstream(8, 50*time.Millisecond)
 	srv := outboundtest.NewUpstream(t, up)
 	reg := registrytest.New(t, adaptiveEnv("up", srv.URL, "ADAPTIVE_CONCURRENCY", "true"), registrytest.Watch(srv))
@@ -341,10 +341,10 @@ func TestIssue15AdaptiveFollowsCapacity(t *testing.T) {
 	}
 }
 
-// Issue 15, test 3: an upstream that answers 503 to one call in five.
-// The limit shrinks (from 32, with no queueing at all), and with
-// BREAKER_FAILURE_RATIO=0.15 the breaker still opens on the ratio.
-func TestIssue15AdaptiveShrinksOnFailures(t *testing.T) {
+// An upstream that answers 503 to one call in five. The limit shrinks
+// (from 32, with no queueing at all), and with BREAKER_FAILURE_RATIO=0.15
+// the breaker still opens on the ratio.
+func TestAdaptiveLimitShrinksOnFailures(t *testing.T) {
 	t.Run("limit", func(t *testing.T) {
 		up := newCapacityUpstream(64, 10*time.Millisecond)
 		up.failEvery = 5
@@ -386,7 +386,7 @@ func TestIssue15AdaptiveShrinksOnFailures(t *testing.T) {
 
 // With ADAPTIVE_CONCURRENCY off, the limit is MAX_CONCURRENT and the
 // bulkhead is the fixed one.
-func TestIssue15FixedByDefault(t *testing.T) {
+func TestAdaptiveOffKeepsMaxConcurrent(t *testing.T) {
 	t.Parallel()
 	srv := outboundtest.NewUpstream(t, outboundtest.Healthy())
 	reg := registrytest.New(t, adaptiveEnv("up", srv.URL, "MAX_CONCURRENT", "7"), registrytest.Watch(srv))
@@ -398,7 +398,7 @@ func TestIssue15FixedByDefault(t *testing.T) {
 // The adaptive bulkhead counts a call that timed out as a failure of the
 // upstream, and does not count one the caller cancelled: 15 read
 // timeouts halve the limit, 15 cancellations leave it alone.
-func TestIssue15CancelledCallsAreNotFailures(t *testing.T) {
+func TestAdaptiveLimitIgnoresCancelledCalls(t *testing.T) {
 	t.Parallel()
 	hang := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 	for _, tc := range []struct {

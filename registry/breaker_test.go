@@ -3,145 +3,22 @@ package registry
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 )
-
-// The helpers of the resilience tests (breaker, bulkhead, isolation,
-// connections, leaks) carry the prefix "resil" so that they cannot clash
-// with the helpers of the package's other test files.
-
-// resilBound bounds every call that is expected to complete; calls expected
-// to fail on a deadline use much shorter, explicit bounds.
-const resilBound = 10 * time.Second
-
-// resilRegistry sets env for the test and builds a registry from it. The
-// caller must defer r.Close().
-func resilRegistry(t *testing.T, env map[string]string) *Registry {
-	t.Helper()
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	r, err := FromEnv()
-	if err != nil {
-		t.Fatalf("FromEnv: %v", err)
-	}
-	return r
-}
-
-// resilResult is the outcome of one call: the status and whole body of the
-// response, or the call's error.
-type resilResult struct {
-	status int
-	body   string
-	err    error
-	took   time.Duration
-}
-
-func (r resilResult) String() string {
-	if r.err != nil {
-		return fmt.Sprintf("error after %v: %v", r.took, r.err)
-	}
-	return fmt.Sprintf("status %d after %v, body %q", r.status, r.took, resilShorten(r.body))
-}
-
-func resilShorten(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
-	}
-	return s
-}
-
-// resilGet sends GET path through c, bounded by d, and reads and closes the
-// body.
-func resilGet(c *Client, path string, d time.Duration) resilResult {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	return resilGetCtx(ctx, c, path)
-}
-
-// resilGetCtx is resilGet under the caller's ctx, which must be bounded.
-func resilGetCtx(ctx context.Context, c *Client, path string) resilResult {
-	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
-	if err != nil {
-		return resilResult{err: err}
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return resilResult{err: err, took: time.Since(start)}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resilResult{status: resp.StatusCode, body: string(b), err: err, took: time.Since(start)}
-}
-
-// resilGo runs resilGet in a goroutine and delivers the result on the
-// returned channel (buffered: the goroutine never blocks on it).
-func resilGo(c *Client, path string, d time.Duration) <-chan resilResult {
-	ch := make(chan resilResult, 1)
-	go func() { ch <- resilGet(c, path, d) }()
-	return ch
-}
-
-// resilRecv waits for one result, at most d.
-func resilRecv(t *testing.T, ch <-chan resilResult, d time.Duration) resilResult {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(d):
-		t.Fatalf("no result within %v", d)
-		return resilResult{}
-	}
-}
-
-// resilEventually polls cond every 5ms until it holds, failing the test if
-// it does not within d.
-func resilEventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// resilWaitParked waits, at most resilBound, until n requests are parked
-// at g.
-func resilWaitParked(t *testing.T, g *outboundtest.Hang, n int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), resilBound)
-	defer cancel()
-	if err := g.WaitFor(ctx, n); err != nil {
-		t.Fatalf("waiting for %d requests parked at the gate (parked now: %d): %v", n, g.Waiting(), err)
-	}
-}
-
-// resilAsError returns the *Error in err's chain, failing the test
-// if there is none.
-func resilAsError(t *testing.T, err error) *Error {
-	t.Helper()
-	var e *Error
-	if !errors.As(err, &e) {
-		t.Fatalf("error %v (%T) does not wrap a *Error", err, err)
-	}
-	return e
-}
 
 // resilStatusHandler answers /status/<code> with that code and a short
 // body.
@@ -528,4 +405,317 @@ func TestBreakerCountsAttempts(t *testing.T) {
 			t.Fatalf("breaker %s, in flight %d; want open, 0", st.Breaker, st.InFlight)
 		}
 	})
+}
+
+// countingCircuit stands in for a fleet's breaker: it passes every
+// attempt to the local breaker and counts the verdicts of Judge.
+type countingCircuit struct {
+	local Circuit
+	mu    sync.Mutex
+	seen  map[observe.Verdict]int
+}
+
+func (c *countingCircuit) Execute(send func() (*http.Response, error)) (*http.Response, error) {
+	resp, err := c.local.Execute(send)
+	c.mu.Lock()
+	c.seen[Judge(err)]++
+	c.mu.Unlock()
+	return resp, err
+}
+
+func (c *countingCircuit) State() gobreaker.State { return c.local.State() }
+
+func (c *countingCircuit) Counts() gobreaker.Counts { return c.local.Counts() }
+
+func (c *countingCircuit) FleetSync() observe.FleetSync {
+	return observe.FleetSync{Synced: false, Since: time.Unix(1, 0), LastError: "redis down"}
+}
+
+func fleetEnv(baseURL string) map[string]string {
+	return map[string]string{
+		"OUTBOUND_SYSTEMS":         "pay,inv",
+		"PAY_BASE_URL":             baseURL,
+		"PAY_RETRIES":              "0",
+		"PAY_BREAKER_SCOPE":        "fleet",
+		"INV_BASE_URL":             baseURL,
+		"OUTBOUND_FLEET_REDIS_URL": "redis://127.0.0.1:1",
+		"OUTBOUND_FLEET_NAMESPACE": "test",
+	}
+}
+
+// A system at BREAKER_SCOPE=fleet gets the fleet's circuit,
+// which wraps the system's own; a system at scope local keeps its own.
+// The stand-in counts with Judge as the local breaker does, and its sync
+// state shows in Status.
+func TestFleetCircuitWrapsTheLocalBreaker(t *testing.T) {
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable}, outboundtest.Reply{Body: "ok"})
+	loaded, err := config.LoadEnv(fleetEnv(srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wrapped []string
+	var fc *countingCircuit
+	r, err := New(loaded, WithFleet(circuitFleet(func(system string, s config.Client, local Circuit) (Circuit, error) {
+		wrapped = append(wrapped, system)
+		if s.BreakerScope != "fleet" || local == nil {
+			t.Errorf("wrap got scope %q, local %v", s.BreakerScope, local)
+		}
+		fc = &countingCircuit{local: local, seen: map[observe.Verdict]int{}}
+		return fc, nil
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if len(wrapped) != 1 || wrapped[0] != "pay" {
+		t.Fatalf("wrapped %v, want [pay]", wrapped)
+	}
+	pay := r.MustClient("pay")
+	for range 2 {
+		resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), pay, "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbrRead(t, resp)
+	}
+	if fc.seen[observe.VerdictFailure] != 1 || fc.seen[observe.VerdictSuccess] != 1 {
+		t.Errorf("verdicts %v, want one failure (503) and one success", fc.seen)
+	}
+	if st := pay.Status(); st.Fleet == nil || st.Fleet.Synced || st.Fleet.LastError != "redis down" {
+		t.Errorf("pay Status().Fleet = %+v, want the fleet's sync state", st.Fleet)
+	}
+	if st := r.MustClient("inv").Status(); st.Fleet != nil {
+		t.Errorf("inv (scope local) Status().Fleet = %+v, want nil", st.Fleet)
+	}
+}
+
+// A registry with a system at scope fleet and no fleet option refuses to
+// build, naming the variable and the way out.
+func TestFleetScopeWithoutFleetOptionRefusesToBuild(t *testing.T) {
+	loaded, err := config.LoadEnv(fleetEnv("http://127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range [][]Option{nil, {WithFleet(nil)}} {
+		r, err := New(loaded, opts...)
+		if err == nil {
+			r.Close()
+			t.Fatal("New with a system at scope fleet and no fleet: no error")
+		}
+		if msg := err.Error(); !strings.Contains(msg, "PAY_BREAKER_SCOPE=fleet") || !strings.Contains(msg, "(*fleet.Fleet).Option()") {
+			t.Errorf("error %q does not name the variable and the fleet option", msg)
+		}
+	}
+}
+
+// changeLog is an observer that keeps the breaker changes it is told.
+type changeLog struct {
+	mu sync.Mutex
+	ev []string
+}
+
+func (*changeLog) ObserveAttempt(observe.AttemptEvent) {}
+
+func (*changeLog) ObserveCall(observe.CallEvent) {}
+
+func (l *changeLog) ObserveBreaker(system string, from, to observe.BreakerState) {
+	l.mu.Lock()
+	l.ev = append(l.ev, system+" "+string(from)+"->"+string(to))
+	l.mu.Unlock()
+}
+
+func (l *changeLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.ev, "; ")
+}
+
+// reportingCircuit is a countingCircuit that reports its own states: it
+// keeps the local breaker's changes it is given and the registry's hook.
+type reportingCircuit struct {
+	*countingCircuit
+	report func(from, to gobreaker.State)
+	local  []string
+}
+
+func (c *reportingCircuit) ReportStates(report func(from, to gobreaker.State)) func(from, to gobreaker.State) {
+	c.report = report
+	return func(from, to gobreaker.State) { c.local = append(c.local, from.String()+"->"+to.String()) }
+}
+
+// A fleet circuit that is a StateReporter gets the registry's observer
+// hook and the local breaker's changes, which no longer reach the
+// observers directly (the circuit reports what its State shows, once);
+// one that is not leaves the local breaker's changes to the observers.
+func TestStateReporterCircuitReportsBreakerChanges(t *testing.T) {
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable})
+	env := fleetEnv(srv.URL)
+	env["PAY_BREAKER_MIN_REQUESTS"] = "1"
+	loaded, err := config.LoadEnv(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reports := range []bool{false, true} {
+		obs := &changeLog{}
+		var rc *reportingCircuit
+		r, err := New(loaded, WithObserver(obs), WithFleet(circuitFleet(func(_ string, _ config.Client, local Circuit) (Circuit, error) {
+			cc := &countingCircuit{local: local, seen: map[observe.Verdict]int{}}
+			if !reports {
+				return cc, nil
+			}
+			rc = &reportingCircuit{countingCircuit: cc}
+			return rc, nil
+		})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		pay := r.MustClient("pay")
+		resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), pay, "/") // 503: the local breaker trips
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbrRead(t, resp)
+		if !reports {
+			if got := obs.String(); got != "pay closed->open" {
+				t.Errorf("no StateReporter: observer told %q, want the local breaker's change", got)
+			}
+			continue
+		}
+		if got := obs.String(); got != "" || rc.report == nil || strings.Join(rc.local, "; ") != "closed->open" {
+			t.Fatalf("StateReporter: observer told %q, circuit given %q and hook %v; want nothing, closed->open, a hook", got, rc.local, rc.report != nil)
+		}
+		rc.report(gobreaker.StateOpen, gobreaker.StateHalfOpen)
+		if got := obs.String(); got != "pay open->half-open" {
+			t.Errorf("StateReporter: observer told %q, want what the circuit reported", got)
+		}
+	}
+}
+
+// fakeCircuit stands in for a fleet-shared breaker state: it refuses
+// every attempt while open is set, and counts what it is told.
+type fakeCircuit struct {
+	open               atomic.Bool
+	executed, refusals atomic.Int32
+}
+
+func (f *fakeCircuit) Execute(send func() (*http.Response, error)) (*http.Response, error) {
+	if f.open.Load() {
+		f.refusals.Add(1)
+		return nil, gobreaker.ErrOpenState
+	}
+	f.executed.Add(1)
+	return send()
+}
+
+func (f *fakeCircuit) State() gobreaker.State {
+	if f.open.Load() {
+		return gobreaker.StateOpen
+	}
+	return gobreaker.StateClosed
+}
+
+func (f *fakeCircuit) Counts() gobreaker.Counts { return gobreaker.Counts{} }
+
+// The breaker stage is a seam: another circuit (a fleet-shared state)
+// plugs in without touching the other stages. Its verdicts reach the
+// caller as the local breaker's would, with no I/O when it refuses, and a
+// refusal mid-call (between retries) stops the retries.
+func TestCircuitSeamTakesTheBreakersPlace(t *testing.T) {
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable}, outboundtest.Reply{Body: "ok"})
+	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
+	f := &fakeCircuit{}
+	c.cb = f
+	c.chain = c.buildChain(&options{}) // the stages hold the circuit
+
+	resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tbrRead(t, resp) != "ok" || f.executed.Load() != 2 {
+		t.Fatalf("503 then 200 through the fake circuit: %d attempts executed, want 2", f.executed.Load())
+	}
+
+	f.open.Store(true)
+	hits := srv.Hits()
+	_, _, err = tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
+	e := tbrError(t, err, observe.OpBreaker)
+	if !errors.Is(err, ErrCircuitOpen) || srv.Hits() != hits {
+		t.Errorf("%v: want ErrCircuitOpen and no request sent", e)
+	}
+	if st := c.Status(); st.Breaker != observe.BreakerOpen {
+		t.Errorf("Status().Breaker = %s, want open (from the fake circuit)", st.Breaker)
+	}
+}
+
+// A request net/http refuses before any I/O (an invalid header value) is
+// the caller's bug: it is not retried and does not open the breaker.
+func TestBadRequestNeitherRetriedNorCountedByBreaker(t *testing.T) {
+	srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
+	r := resilRegistry(t, map[string]string{
+		"OUTBOUND_SYSTEMS":         "inv",
+		"INV_BASE_URL":             srv.URL,
+		"INV_BREAKER_MIN_REQUESTS": "2",
+		"INV_BACKOFF_BASE":         "1ms",
+		"INV_BACKOFF_MAX":          "1ms",
+	})
+	defer r.Close()
+	c := r.MustClient("inv")
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), resilBound)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/x", nil)
+		req.Header.Set("X-Bad", "a\nb")
+		_, err := c.Do(req)
+		cancel()
+		if e := resilAsError(t, err); e.Op != observe.OpRequest || e.Attempts != 1 {
+			t.Fatalf("Op %q after %d attempts (%v), want request after 1", e.Op, e.Attempts, err)
+		}
+	}
+	if st := c.Status(); st.Breaker != observe.BreakerClosed || st.BreakerCounts.Failures != 0 || st.Retries != 0 {
+		t.Fatalf("breaker %s, counts %+v, retries %d; want closed, no failures, no retries", st.Breaker, st.BreakerCounts, st.Retries)
+	}
+	if res := resilGet(c, "/ok", resilBound); res.err != nil || res.status != 200 {
+		t.Fatalf("good call after bad ones: %v", res)
+	}
+}
+
+// Every caller brings a short budget (as with X-Time-Budget) and the
+// upstream hangs: the attempts the budgets cut are attempt timeouts, and
+// the breaker opens, so later calls fail fast instead of each waiting.
+func TestBreakerOpensWhenBudgetsCutAHungUpstream(t *testing.T) {
+	srv := outboundtest.NewUpstream(t, outboundtest.NewHang(nil))
+	r := resilRegistry(t, map[string]string{
+		"OUTBOUND_SYSTEMS":          "inv",
+		"INV_BASE_URL":              srv.URL,
+		"INV_BREAKER_MIN_REQUESTS":  "3",
+		"INV_BREAKER_FAILURE_RATIO": "0.5",
+		"INV_BREAKER_OPEN_TIMEOUT":  "1h",
+	})
+	defer r.Close()
+	c := r.MustClient("inv")
+	for i := range 3 {
+		res := resilGet(c, "/hang", 400*time.Millisecond) // 300ms after the reserve
+		if e := resilAsError(t, res.err); e.Op != observe.OpBudgetTimeout {
+			t.Fatalf("call %d: Op %q (%v), want budget timeout", i+1, e.Op, res.err)
+		}
+	}
+	if st := c.Status(); st.Breaker != observe.BreakerOpen {
+		t.Fatalf("breaker %s after 3 budget-cut attempts on a hung upstream, counts %+v; want open", st.Breaker, st.BreakerCounts)
+	}
+	res := resilGet(c, "/hang", 400*time.Millisecond)
+	if !errors.Is(res.err, ErrCircuitOpen) || res.took > 100*time.Millisecond {
+		t.Fatalf("call after the breaker opened: %v, want ErrCircuitOpen at once", res)
+	}
+}
+
+// circuitFleet is a Fleet that gives the systems at BREAKER_SCOPE=fleet
+// the Circuit its function returns, and no quota.
+type circuitFleet func(system string, settings config.Client, local Circuit) (Circuit, error)
+
+func (f circuitFleet) Circuit(system string, settings config.Client, local Circuit) (Circuit, error) {
+	return f(system, settings, local)
+}
+
+func (f circuitFleet) Quota(system string, _ config.Client, _ Quota) (Quota, error) {
+	return nil, errors.New("no quota in this fleet: " + system)
 }

@@ -106,8 +106,8 @@ func TestBudgetSpentFailsFast(t *testing.T) {
 			if !errors.Is(err, capbudget.ErrExhausted) {
 				t.Errorf("error does not match capbudget.ErrExhausted: %v", err)
 			}
-			// One allocation: the caller's own *Error (issue 11: no
-			// error value is shared between calls).
+			// One allocation: the caller's own *Error (no error value
+			// is shared between calls).
 			if allocs := testing.AllocsPerRun(100, func() { _, _ = c.Do(req) }); allocs > 1 {
 				t.Errorf("a spent-budget rejection allocates %v times, want at most 1", allocs)
 			}
@@ -275,5 +275,59 @@ func TestBudgetPropagatesThroughMiddleware(t *testing.T) {
 	}
 	if budgetB <= 0 {
 		t.Errorf("B saw %v, want a positive budget", budgetB)
+	}
+}
+
+// OMIT_TIME_BUDGET=true sends no X-Time-Budget (third parties); by
+// default every attempt, first and retried, carries one.
+func TestTimeBudgetOnEveryAttemptUnlessOmitted(t *testing.T) {
+	for _, omit := range []bool{false, true} {
+		srv := testutil.Script(t, outboundtest.Reply{Status: 503}, outboundtest.Reply{Body: "ok"})
+		env := map[string]string{
+			"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL,
+			"INV_BACKOFF_BASE": "1ms", "INV_BACKOFF_MAX": "1ms",
+		}
+		if omit {
+			env["INV_OMIT_TIME_BUDGET"] = "true"
+		}
+		r := resilRegistry(t, env)
+		res := resilGet(r.MustClient("inv"), "/x", resilBound)
+		r.Close()
+		if res.err != nil || res.status != 200 {
+			t.Fatalf("omit=%v: %v", omit, res)
+		}
+		got := srv.Received()
+		if len(got) != 2 {
+			t.Fatalf("omit=%v: %d requests, want 2", omit, len(got))
+		}
+		for i, rq := range got {
+			if v := rq.Header.Get("X-Time-Budget"); (v == "") != omit {
+				t.Errorf("omit=%v: attempt %d X-Time-Budget %q", omit, i+1, v)
+			}
+		}
+	}
+}
+
+// With OMIT_TIME_BUDGET the system never receives X-Time-Budget, not even
+// one the caller set, on any attempt of either entry point.
+func TestOmitTimeBudgetStripsTheCallersHeader(t *testing.T) {
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable}, outboundtest.Reply{Body: "ok"})
+	c := tbrClient(t, srv.URL, tbrFast("OMIT_TIME_BUDGET", "true", "RETRIES", "1"))
+	for _, do := range []func(*http.Request) (*http.Response, error){c.Do, c.HTTPClient().Do} {
+		req, _ := http.NewRequestWithContext(tbrCtx(t, 5*time.Second), http.MethodGet, "/", nil)
+		req.Header.Set("X-Time-Budget", "3600000")
+		resp, err := do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbrRead(t, resp)
+		if req.Header.Get("X-Time-Budget") != "3600000" {
+			t.Errorf("the caller's request was changed")
+		}
+	}
+	for _, r := range srv.Received() {
+		if v, ok := r.Header["X-Time-Budget"]; ok {
+			t.Errorf("request %d carried X-Time-Budget %q", r.Seq, v)
+		}
 	}
 }

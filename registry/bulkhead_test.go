@@ -28,23 +28,6 @@ func resilGateMux(gate *outboundtest.Hang) http.Handler {
 	})
 }
 
-// resilOpen sends GET path and returns the response with its body still
-// open; the caller closes it.
-func resilOpen(t *testing.T, c *Client, path string) *http.Response {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), resilBound)
-	t.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	return resp
-}
-
 // resilWantFull checks that res is a fast bulkhead rejection of system.
 func resilWantFull(t *testing.T, res resilResult, system string) {
 	t.Helper()
@@ -329,5 +312,65 @@ func TestBulkheadPermitReleasedOnce(t *testing.T) {
 				t.Fatalf("at the end: in flight %d, calls %d, rejected %d; want 0, 3, 1", st.InFlight, st.Calls, st.BulkheadRejected)
 			}
 		})
+	}
+}
+
+// A caller that cancels while waiting for a permit gets its own
+// cancellation, not bulkhead.ErrFull, and no rejection is counted.
+func TestBulkheadWaitCancelledIsNotARejection(t *testing.T) {
+	gate := outboundtest.NewHang(outboundtest.Reply{Body: "ok"})
+	srv := outboundtest.NewUpstream(t, gate)
+	c := tbrClient(t, srv.URL, tbrFast("MAX_CONCURRENT", "1", "BULKHEAD_MAX_WAIT", "2s"))
+	held := holdPermit(t, c, gate)
+	ctx, cancel := context.WithCancel(tbrCtx(t, 5*time.Second))
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, _, err := tbrGet(t, ctx, c, "/x")
+	e := tbrError(t, err, observe.OpCanceled)
+	if errors.Is(err, bulkhead.ErrFull) || !errors.Is(err, context.Canceled) {
+		t.Errorf("%v: want context.Canceled, not bulkhead.ErrFull", e)
+	}
+	if st := c.Status(); st.BulkheadRejected != 0 {
+		t.Errorf("BulkheadRejected = %d, want 0", st.BulkheadRejected)
+	}
+	gate.Release()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BULKHEAD_MAX_WAIT counts against CALL_TIMEOUT: a call that waited for a
+// permit ends within CALL_TIMEOUT of its start, not the wait plus it.
+func TestBulkheadWaitCountsAgainstCallTimeout(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle("/hold", outboundtest.Trickle(time.Hour)) // headers, then a body that never ends
+	mux.Handle("/hang", outboundtest.NewHang(nil))
+	srv := outboundtest.NewUpstream(t, mux)
+	r := resilRegistry(t, map[string]string{
+		"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL,
+		"INV_MAX_CONCURRENT": "1", "INV_BULKHEAD_MAX_WAIT": "3s", "INV_RETRIES": "0",
+		"INV_CONNECT_TIMEOUT": "100ms", "INV_TLS_HANDSHAKE_TIMEOUT": "100ms",
+		"INV_READ_TIMEOUT": "2s", "INV_CALL_TIMEOUT": "3100ms",
+	})
+	defer r.Close()
+	c := r.MustClient("inv")
+
+	// The first call gets its headers and never closes the body: it holds
+	// the only permit until its deadline, 2.1s - 100ms reserve = 2s.
+	ctx, cancel := context.WithTimeout(context.Background(), 2100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/hold", nil)
+	held, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Body.Close()
+
+	// The second call waits ~2s for the permit, then its attempt hangs.
+	// Its deadline started with the call: it ends at CALL_TIMEOUT (3.1s),
+	// not at wait + READ_TIMEOUT (4s) or wait + CALL_TIMEOUT (5.1s).
+	res := resilGet(c, "/hang", resilBound)
+	e := resilAsError(t, res.err)
+	if e.Op != observe.OpCallTimeout || res.took > 3600*time.Millisecond {
+		t.Fatalf("second call: Op %q after %v (%v); want call timeout within CALL_TIMEOUT 3.1s of its start", e.Op, res.took, res.err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/outboundtest"
@@ -197,5 +198,53 @@ func TestConnReuseHTTPClient(t *testing.T) {
 	}
 	if st := c.Status(); st.Calls != calls || st.InFlight != 0 {
 		t.Fatalf("calls %d, in flight %d; want %d, 0", st.Calls, st.InFlight, calls)
+	}
+}
+
+// A small chunked body closed unread keeps its connection.
+func TestConnKeptWhenChunkedBodyClosedUnread(t *testing.T) {
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(w).Flush() // headers first: the body is chunked
+		_, _ = io.WriteString(w, strings.Repeat("c", 1024))
+	}))
+	c := tbrClient(t, srv.URL, tbrFast())
+	const calls = 50
+	for i := range calls {
+		resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
+		if err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		if resp.ContentLength != -1 {
+			t.Fatalf("ContentLength = %d, want -1 (chunked)", resp.ContentLength)
+		}
+		if err := resp.Body.Close(); err != nil {
+			t.Fatalf("call %d: Close: %v", i+1, err)
+		}
+	}
+	if n := srv.Conns(); n != 1 {
+		t.Fatalf("%d calls whose chunked bodies were closed unread opened %d connections, want 1", calls, n)
+	}
+}
+
+// A small body closed unread is drained, so its connection is reused.
+func TestConnKeptWhenSmallBodyClosedUnread(t *testing.T) {
+	srv := outboundtest.NewUpstream(t, outboundtest.NewScript(outboundtest.Reply{Body: strings.Repeat("x", 2048)}))
+	r := resilRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL})
+	defer r.Close()
+	c := r.MustClient("inv")
+	for i := range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), resilBound)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "/x", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+		resp.Body.Close() // unread
+		cancel()
+	}
+	if n := srv.Conns(); n != 1 {
+		t.Fatalf("20 calls whose small bodies were closed unread opened %d connections, want 1", n)
 	}
 }

@@ -2,7 +2,6 @@ package registry
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,27 +21,8 @@ import (
 	"github.com/outbound-go/outbound/outboundtest"
 )
 
-// logTestBuffer is a bytes.Buffer safe for the concurrent writes of a
-// slog handler (the handler serialises Handle, but the test reads it).
-type logTestBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *logTestBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *logTestBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // logTestRecords parses the JSON lines of buf.
-func logTestRecords(t *testing.T, buf *logTestBuffer) []map[string]any {
+func logTestRecords(t *testing.T, buf *lockedBuffer) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(buf.String()))
@@ -98,7 +77,7 @@ func TestLoggerScriptedSequence(t *testing.T) {
 	t.Setenv("INV_BREAKER_MIN_REQUESTS", "4")
 	t.Setenv("INV_BREAKER_OPEN_TIMEOUT", "1h")
 
-	var buf logTestBuffer
+	var buf lockedBuffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r, err := FromEnvWith(nil, WithLogger(logger))
 	if err != nil {

@@ -6,15 +6,19 @@ package registry
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 )
 
@@ -138,7 +142,7 @@ func redirClient(t *testing.T, a *redirServer, env map[string]string) *Client {
 	for k, v := range env {
 		e[k] = v
 	}
-	return mtlsRegistry(t, map[string]map[string]string{"redir": e}).MustClient("redir")
+	return systemsRegistry(t, map[string]map[string]string{"redir": e}).MustClient("redir")
 }
 
 // TestRedirectDefault: the baseline follows at most 3 redirects and only
@@ -330,6 +334,191 @@ func TestRedirectUnderBasePath(t *testing.T) {
 			want := "/v1/to /v1/chain/2 /v1/chain/1 /v1/chain/0"
 			if p := strings.Join(a.paths()[n:], " "); p != want {
 				t.Errorf("A saw %s, want %s", p, want)
+			}
+		})
+	}
+}
+
+// followHop is what followServer saw of one hop.
+type followHop struct {
+	path, method, body                      string
+	contentType, custom, auth, referer, idk string
+}
+
+// followServer answers /from?code=N with status N and Location /end,
+// /noloc with a 302 without Location, and /end with 200 "end", and
+// records every hop.
+type followServer struct {
+	*outboundtest.Upstream
+	mu   sync.Mutex
+	hops []followHop
+}
+
+func (s *followServer) serve(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	s.hops = append(s.hops, followHop{r.URL.Path, r.Method, string(b), r.Header.Get("Content-Type"),
+		r.Header.Get("X-Custom"), r.Header.Get("Authorization"), r.Header.Get("Referer"), r.Header.Get("Idempotency-Key")})
+	s.mu.Unlock()
+	switch r.URL.Path {
+	case "/from":
+		var code int
+		_, _ = fmt.Sscan(r.URL.Query().Get("code"), &code)
+		w.Header().Set("Location", "/end")
+		w.WriteHeader(code)
+	case "/noloc":
+		w.WriteHeader(http.StatusFound)
+	case "/badloc":
+		w.Header().Set("Location", "/%zz")
+		w.WriteHeader(http.StatusFound)
+	default:
+		_, _ = io.WriteString(w, "end")
+	}
+}
+
+func (s *followServer) take() []followHop {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.hops
+	s.hops = nil
+	return h
+}
+
+// onlyReader hides strings.Reader's type, so that NewRequest sets no
+// GetBody: a body that cannot be sent again.
+type onlyReader struct{ io.Reader }
+
+// The registry's own redirect engine (internal/redirect: http.Client's
+// costs four allocations per call) follows a same-origin redirect exactly
+// as http.Client does: the method after 301/302/303 and
+// 307/308, the body replayed or dropped, the body's headers dropped with
+// it, the other headers copied, Referer set, a 307 of a body without
+// GetBody and a 3xx without Location returned as they are. Every hop the
+// server sees through Do is the hop it sees through a plain http.Client.
+func TestRedirectFollowedAsHTTPClientDoes(t *testing.T) {
+	// Not parallel: systemsRegistry sets the environment.
+	s := &followServer{}
+	s.Upstream = outboundtest.NewUpstream(t, http.HandlerFunc(s.serve))
+	c := systemsRegistry(t, map[string]map[string]string{"follow": {"BASE_URL": s.URL, "RETRIES": "0"}}).MustClient("follow")
+	raw := &http.Client{Transport: c.transport}
+	type request struct {
+		name, method string
+		body         func() io.Reader
+	}
+	requests := []request{
+		{"GET", http.MethodGet, nil},
+		{"HEAD", http.MethodHead, nil},
+		{"POST replayable", http.MethodPost, func() io.Reader { return strings.NewReader("payload") }},
+		{"POST once", http.MethodPost, func() io.Reader { return onlyReader{strings.NewReader("payload")} }},
+		{"PUT replayable", http.MethodPut, func() io.Reader { return strings.NewReader("payload") }},
+	}
+	for _, path := range []string{"/from?code=301", "/from?code=302", "/from?code=303", "/from?code=307", "/from?code=308", "/noloc"} {
+		for _, rq := range requests {
+			t.Run(path+" "+rq.name, func(t *testing.T) {
+				send := func(do func(*http.Request) (*http.Response, error)) (int, string, []followHop) {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					var body io.Reader
+					if rq.body != nil {
+						body = rq.body()
+					}
+					req, err := http.NewRequestWithContext(ctx, rq.method, s.URL+path, body)
+					if err != nil {
+						t.Fatal(err)
+					}
+					req.Header.Set("Content-Type", "text/plain")
+					req.Header.Set("X-Custom", "kept")
+					req.Header.Set("Authorization", "Bearer same-origin")
+					req.Header.Set("Idempotency-Key", "k1")
+					resp, err := do(req)
+					if err != nil {
+						t.Fatalf("%s %s: %v", rq.method, path, err)
+					}
+					b, _ := io.ReadAll(resp.Body)
+					_ = resp.Body.Close()
+					return resp.StatusCode, string(b), s.take()
+				}
+				// The tests of this function run one by one: s sees
+				// one call at a time.
+				wantStatus, wantBody, wantHops := send(raw.Do)
+				gotStatus, gotBody, gotHops := send(c.Do)
+				if gotStatus != wantStatus || gotBody != wantBody {
+					t.Errorf("Do: %d %q, http.Client: %d %q", gotStatus, gotBody, wantStatus, wantBody)
+				}
+				if !reflect.DeepEqual(gotHops, wantHops) {
+					t.Errorf("hops through Do:\n%+v\nthrough http.Client:\n%+v", gotHops, wantHops)
+				}
+				if len(wantHops) == 0 {
+					t.Fatal("the server saw nothing")
+				}
+			})
+		}
+	}
+}
+
+// A redirect whose Location does not parse ends the call with an *Error
+// of the transport stage carrying net/http's own message, as http.Client's
+// engine does.
+func TestRedirectWithBadLocationIsATransportError(t *testing.T) {
+	s := &followServer{}
+	s.Upstream = outboundtest.NewUpstream(t, http.HandlerFunc(s.serve))
+	c := systemsRegistry(t, map[string]map[string]string{"follow": {"BASE_URL": s.URL, "RETRIES": "0"}}).MustClient("follow")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/badloc", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("Do: status %d, want an error", resp.StatusCode)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Op != observe.OpTransport || !strings.Contains(err.Error(), `failed to parse Location header "/%zz"`) {
+		t.Errorf("Do: %v (%#v), want a transport *Error about the Location", err, e)
+	}
+	if got := c.Status().InFlight; got != 0 {
+		t.Errorf("in flight after the call = %d, want 0", got)
+	}
+}
+
+// Do and HTTPClient() give one CALL_TIMEOUT to the whole call, redirects
+// included, as http.Client.Timeout does: five hops of 400ms do not fit in
+// a CALL_TIMEOUT of 1.7s.
+func TestRedirectHopsShareOneCallTimeout(t *testing.T) {
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !outboundtest.Wait(r, 400*time.Millisecond) {
+			return
+		}
+		n := strings.TrimPrefix(r.URL.Path, "/hop/")
+		if n == "0" {
+			_, _ = io.WriteString(w, "end")
+			return
+		}
+		next := map[string]string{"4": "3", "3": "2", "2": "1", "1": "0"}[n]
+		http.Redirect(w, r, "/hop/"+next, http.StatusFound)
+	}))
+	c := tbrClient(t, srv.URL, tbrFast("CONNECT_TIMEOUT", "100ms", "TLS_HANDSHAKE_TIMEOUT", "500ms", "READ_TIMEOUT", "600ms",
+		"CALL_TIMEOUT", "1700ms", "MAX_REDIRECTS", "5"))
+	for _, tc := range []struct {
+		name string
+		do   func(*http.Request) (*http.Response, error)
+	}{{"Do", c.Do}, {"HTTPClient", c.HTTPClient().Do}} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := srv.Requests()
+			req, _ := http.NewRequestWithContext(tbrCtx(t, 10*time.Second), http.MethodGet, "/hop/4", nil)
+			start := time.Now()
+			resp, err := tc.do(req)
+			took := time.Since(start)
+			if err == nil {
+				body := tbrRead(t, resp)
+				t.Fatalf("got %d %q after %v and %d hops, want a call timeout at 1.7s", resp.StatusCode, body, took, srv.Requests()-before)
+			}
+			e := tbrError(t, err, observe.OpCallTimeout)
+			t.Logf("%v after %d hops: %v", took.Round(time.Millisecond), srv.Requests()-before, e)
+			if hops := srv.Requests() - before; hops > 5 {
+				t.Errorf("%d hops sent, want at most 5", hops)
 			}
 		})
 	}

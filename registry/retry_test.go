@@ -17,30 +17,6 @@ import (
 	"github.com/outbound-go/outbound/outboundtest"
 )
 
-// tbrFast are settings that keep retry tests short: local timeouts and a
-// backoff of a few milliseconds.
-func tbrFast(extra ...string) map[string]string {
-	env := map[string]string{
-		"CONNECT_TIMEOUT": "500ms", "TLS_HANDSHAKE_TIMEOUT": "1s", "READ_TIMEOUT": "2s", "CALL_TIMEOUT": "5s",
-		"BACKOFF_BASE": "5ms", "BACKOFF_MAX": "20ms",
-	}
-	for i := 0; i+1 < len(extra); i += 2 {
-		env[extra[i]] = extra[i+1]
-	}
-	return env
-}
-
-// tbrRead reads and closes resp's body.
-func tbrRead(t *testing.T, resp *http.Response) string {
-	t.Helper()
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("reading the body: %v", err)
-	}
-	return string(b)
-}
-
 func TestRetryTemporaryStatusThenSuccess(t *testing.T) {
 	srv := testutil.Script(t, testutil.FailN(2, http.StatusServiceUnavailable)...)
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
@@ -342,5 +318,85 @@ func TestRetryReusesConnection(t *testing.T) {
 	}
 	if n := srv.Conns(); n != 1 {
 		t.Errorf("server saw %d connections, want 1 (the 503's body drained, connection reused)", n)
+	}
+}
+
+// A Retry-After of 2^32 seconds or more is a valid (huge) delay, longer
+// than RETRY_AFTER_MAX: the call ends with the response.
+func TestRetryAfterTooLargeFor32BitsEndsTheCall(t *testing.T) {
+	for _, v := range []string{"4294967296", "99999999999999999999999"} {
+		t.Run(v, func(t *testing.T) {
+			srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable,
+				Header: http.Header{"Retry-After": {v}}, Body: "busy"})
+			c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
+			resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
+			if err != nil {
+				t.Fatalf("Do: %v", err)
+			}
+			if resp.StatusCode != http.StatusServiceUnavailable || tbrRead(t, resp) != "busy" {
+				t.Fatalf("got %d, want the 503", resp.StatusCode)
+			}
+			if n := srv.Hits(); n != 1 {
+				t.Fatalf("server saw %d attempts, want 1 (hint above RETRY_AFTER_MAX)", n)
+			}
+		})
+	}
+}
+
+// When waiting for the upstream's Retry-After would pass the deadline,
+// the hint travels on the error.
+func TestRetryAfterHintTravelsOnTheError(t *testing.T) {
+	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusTooManyRequests, Header: outboundtest.RetryAfterSeconds(1)})
+	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
+	ctx := tbrCtx(t, 500*time.Millisecond)
+	_, took, err := tbrGet(t, ctx, c, "/")
+	e := tbrError(t, err, observe.OpStatus)
+	t.Logf("%v: %v", took, e)
+	if e.StatusCode != http.StatusTooManyRequests || e.RetryAfter != time.Second {
+		t.Errorf("StatusCode, RetryAfter = %d, %v; want 429, 1s", e.StatusCode, e.RetryAfter)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("%v does not match context.DeadlineExceeded", err)
+	}
+	if !strings.Contains(e.Error(), "retry after 1s") {
+		t.Errorf("%q does not say the hint", e)
+	}
+}
+
+// The server's word wins over the status: X-Should-Retry or
+// Stripe-Should-Retry "false" stops outbound's retries (a 503 with it
+// takes one hit, not 1 + RETRIES); "true" allows a retry of a
+// non-temporary status such as 409, for a replayable request only.
+func TestRetryFollowsTheServersShouldRetryHeader(t *testing.T) {
+	t.Parallel()
+	idem := http.Header{"Idempotency-Key": {"k1"}}
+	for _, tc := range []struct {
+		name     string
+		method   string
+		req      http.Header
+		reply    outboundtest.Reply
+		wantHits int64
+	}{
+		{"503 x-should-retry false", "GET", nil, outboundtest.Reply{Status: 503, Header: http.Header{"X-Should-Retry": {"false"}}}, 1},
+		{"429 Stripe-Should-Retry false", "POST", idem, outboundtest.Reply{Status: 429, Header: http.Header{"Stripe-Should-Retry": {"false"}}}, 1},
+		{"503 without a word", "GET", nil, outboundtest.Reply{Status: 503}, 3},
+		{"409 Stripe-Should-Retry true, GET", "GET", nil, outboundtest.Reply{Status: 409, Header: http.Header{"Stripe-Should-Retry": {"true"}}}, 3},
+		{"409 x-should-retry true, POST with Idempotency-Key", "POST", idem, outboundtest.Reply{Status: 409, Header: http.Header{"X-Should-Retry": {"true"}}}, 3},
+		{"409 x-should-retry true, bare POST", "POST", nil, outboundtest.Reply{Status: 409, Header: http.Header{"X-Should-Retry": {"true"}}}, 1},
+		{"409 without a word", "GET", nil, outboundtest.Reply{Status: 409}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			up := outboundtest.NewUpstream(t, tc.reply)
+			reg := loadRegistry(t, payEnv(up.URL, "RETRIES", "2"))
+			c := reg.MustClient("pay")
+			status, _, _, err := sendRead(tbrCtx(t, 10*time.Second), t, c.Do, tc.method, "/v1/charges", tc.req)
+			if err != nil || status != tc.reply.Status {
+				t.Fatalf("got %d, %v; want the %d response", status, err, tc.reply.Status)
+			}
+			if got := up.Requests(); got != tc.wantHits {
+				t.Errorf("upstream hits = %d, want %d", got, tc.wantHits)
+			}
+		})
 	}
 }

@@ -70,32 +70,6 @@ func mtlsServer(t *testing.T, ca *testutil.CA, o mtlsServerOpts) (*httptest.Serv
 	return srv, &hits
 }
 
-// mtlsRegistry declares the systems of envs (name -> suffix -> value)
-// through the environment, builds a registry from it and closes it in
-// t.Cleanup. Calls fail fast: no retries, short timeouts.
-func mtlsRegistry(t *testing.T, envs map[string]map[string]string) *Registry {
-	t.Helper()
-	names := make([]string, 0, len(envs))
-	for name, env := range envs {
-		names = append(names, name)
-		p := config.Prefix(name)
-		base := map[string]string{"RETRIES": "0", "CONNECT_TIMEOUT": "1s", "TLS_HANDSHAKE_TIMEOUT": "2s", "READ_TIMEOUT": "3s", "CALL_TIMEOUT": "5s"}
-		for k, v := range env {
-			base[k] = v
-		}
-		for k, v := range base {
-			t.Setenv(p+"_"+k, v)
-		}
-	}
-	t.Setenv("OUTBOUND_SYSTEMS", strings.Join(names, ","))
-	r, err := FromEnv()
-	if err != nil {
-		t.Fatalf("FromEnv: %v", err)
-	}
-	t.Cleanup(func() { _ = r.Close() })
-	return r
-}
-
 // mtlsGet sends GET / through the named system and returns the response
 // headers (the body is read and closed) or the error.
 func mtlsGet(t *testing.T, r *Registry, system string) (http.Header, error) {
@@ -150,7 +124,7 @@ func TestTLSClientCertificate(t *testing.T) {
 	// A certificate of a CA the server does not trust.
 	otherPEM, otherKey := testutil.NewCA(t, "rogue CA").Issue(t, testutil.Leaf{CN: "rogue", Serial: 7})
 
-	r := mtlsRegistry(t, map[string]map[string]string{
+	r := systemsRegistry(t, map[string]map[string]string{
 		"withcert": {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile, "TLS_CERT_FILE": certFile, "TLS_KEY_FILE": keyFile},
 		"nocert":   {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile},
 		"rogue": {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile,
@@ -194,7 +168,7 @@ func TestTLSPrivateCA(t *testing.T) {
 	caFile := testutil.WriteFile(t, dir, "ca.pem", ca.PEM)
 	otherCA := testutil.WriteFile(t, dir, "other-ca.pem", testutil.NewCA(t, "other CA").PEM)
 
-	r := mtlsRegistry(t, map[string]map[string]string{
+	r := systemsRegistry(t, map[string]map[string]string{
 		"withca":    {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile},
 		"caonly":    {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile, "TLS_CA_ONLY": "true"},
 		"noca":      {"BASE_URL": srv.URL},
@@ -235,7 +209,7 @@ func TestTLSMinVersion(t *testing.T) {
 	only13, _ := mtlsServer(t, ca, mtlsServerOpts{minVersion: tls.VersionTLS13})
 	max12, max12Hits := mtlsServer(t, ca, mtlsServerOpts{maxVersion: tls.VersionTLS12})
 
-	r := mtlsRegistry(t, map[string]map[string]string{
+	r := systemsRegistry(t, map[string]map[string]string{
 		"min12to13": {"BASE_URL": only13.URL, "TLS_CA_FILE": caFile, "TLS_MIN_VERSION": "1.2"},
 		"min13to13": {"BASE_URL": only13.URL, "TLS_CA_FILE": caFile, "TLS_MIN_VERSION": "1.3"},
 		"min12to12": {"BASE_URL": max12.URL, "TLS_CA_FILE": caFile, "TLS_MIN_VERSION": "1.2"},

@@ -20,7 +20,7 @@ func (degraded) FleetSync() observe.FleetSync {
 	return observe.FleetSync{Since: time.Unix(1700000000, 0).UTC(), LastError: "dial tcp: connection refused"}
 }
 
-// Issue 13: status.json shows the fleet sync state of a system at
+// status.json shows the fleet sync state of a system at
 // BREAKER_SCOPE=fleet, and none for one at scope local; the page renders
 // it under the breaker's badge.
 func TestStatusJSONFleet(t *testing.T) {

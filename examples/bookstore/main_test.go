@@ -358,9 +358,9 @@ func toJSON(v any) string {
 	return string(b)
 }
 
-// Issue 10 item 5: the provider's Retry-After reaches the service's own
-// client even when the order's budget is too short to wait for it.
-func TestIssue10RetryAfterPassedOn(t *testing.T) {
+// The provider's Retry-After reaches the service's own client even when
+// the order's budget is too short to wait for it.
+func TestProviderRetryAfterPassedOn(t *testing.T) {
 	t.Parallel()
 	inv := inventoryFake(t)
 	pay := outboundtest.NewUpstream(t, outboundtest.Throttle(time.Second))

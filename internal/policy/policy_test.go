@@ -11,7 +11,7 @@ import (
 )
 
 // One set of temporary statuses, and the breaker's failures derived from
-// it (issue 11).
+// it.
 func TestStatuses(t *testing.T) {
 	for code := 100; code < 600; code++ {
 		temp := code == 408 || code == 429 || code == 500 || code == 502 || code == 503 || code == 504
@@ -89,7 +89,7 @@ func TestParseRetryAfter(t *testing.T) {
 			{"-1", 0, false},
 			{"1.5", 0, false},
 			{"3s", 0, false},
-			{"4294967296", 4294967296 * time.Second, true},               // issue 10 item 3: >= 2^32 is valid
+			{"4294967296", 4294967296 * time.Second, true},               // >= 2^32 is valid
 			{"9223372036", 9223372036 * time.Second, true},               // the longest Duration in whole seconds
 			{"9223372037", time.Duration(math.MaxInt64), true},           // longer: saturates
 			{"99999999999999999999", time.Duration(math.MaxInt64), true}, // saturates, never overflows
@@ -144,8 +144,8 @@ func FuzzParseRetryAfter(f *testing.F) {
 	})
 }
 
-// The server's "do not retry" (issue 16): X-Should-Retry and
-// Stripe-Should-Retry, "false" winning over "true".
+// The server's "do not retry": X-Should-Retry and Stripe-Should-Retry,
+// "false" winning over "true".
 func TestServerRetry(t *testing.T) {
 	for _, tc := range []struct {
 		h           map[string]string

@@ -8,18 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/metrics"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
-// TestIssue14Hedges: a 503, then a retry whose first copy hangs and whose
-// hedge wins. The hedge shows in hedges sent and won, the cancelled copy
-// as an attempt "hedge_lost", and the hedge of the retry is no second
-// retry.
-func TestIssue14Hedges(t *testing.T) {
+// A 503, then a retry whose first copy hangs and whose hedge wins. The
+// hedge shows in hedges sent and won, the cancelled copy as an attempt
+// "hedge_lost", and the hedge of the retry is no second retry.
+func TestHedgesCountedSentWonAndLost(t *testing.T) {
 	var n atomic.Int64
 	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch n.Add(1) {

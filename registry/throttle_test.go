@@ -1,10 +1,5 @@
 package registry
 
-// The retry budget: a token bucket that caps retries at
-// RETRY_BUDGET_RATIO of recent calls plus RETRY_BUDGET_MIN_PER_SEC, so a
-// 100% outage costs the upstream about 1.2x the calls, not 1 + RETRIES
-// times. Helpers carry the prefix rb.
-
 import (
 	"context"
 	"fmt"
@@ -19,10 +14,16 @@ import (
 	"github.com/outbound-go/outbound/outboundtest"
 )
 
-// rbEnv are the settings of the budget tests: 3 retries, the baseline
-// budget (ratio 0.2, floor 10/s), a backoff of a few milliseconds and a
-// breaker that never opens, so the budget alone limits the retries.
-var rbEnv = map[string]string{
+// The retry throttle: a token bucket that caps retries at
+// RETRY_BUDGET_RATIO of recent calls plus RETRY_BUDGET_MIN_PER_SEC, so a
+// 100% outage costs the upstream about 1.2x the calls, not 1 + RETRIES
+// times.
+
+// throttleEnv are the settings of the throttle tests: 3 retries, the
+// baseline throttle (ratio 0.2, floor 10/s), a backoff of a few
+// milliseconds and a breaker that never opens, so the throttle alone
+// limits the retries.
+var throttleEnv = map[string]string{
 	"RETRIES":                  "3",
 	"RETRY_BUDGET_RATIO":       "0.2",
 	"RETRY_BUDGET_MIN_PER_SEC": "10",
@@ -32,19 +33,19 @@ var rbEnv = map[string]string{
 	"MAX_CONCURRENT":           "32",
 }
 
-// rbClient builds system "rb" against baseURL with rbEnv.
-func rbClient(t *testing.T, baseURL string) *Client {
+// throttleClient builds system "throttled" against baseURL with throttleEnv.
+func throttleClient(t *testing.T, baseURL string) *Client {
 	t.Helper()
 	env := map[string]string{"BASE_URL": baseURL}
-	for k, v := range rbEnv {
+	for k, v := range throttleEnv {
 		env[k] = v
 	}
-	return mtlsRegistry(t, map[string]map[string]string{"rb": env}).MustClient("rb")
+	return systemsRegistry(t, map[string]map[string]string{"throttled": env}).MustClient("throttled")
 }
 
-// rbRun makes n GET calls with workers in flight and returns the status
-// of each call (0 for an error) and how long it took.
-func rbRun(t *testing.T, c *Client, n, workers int) (map[int]int, time.Duration) {
+// throttleRun makes n GET calls with workers in flight and returns the
+// status of each call (0 for an error) and how long it took.
+func throttleRun(t *testing.T, c *Client, n, workers int) (map[int]int, time.Duration) {
 	t.Helper()
 	var next atomic.Int64
 	var mu sync.Mutex
@@ -81,17 +82,17 @@ func rbRun(t *testing.T, c *Client, n, workers int) (map[int]int, time.Duration)
 	return statuses, time.Since(start)
 }
 
-// TestRetryBudgetCapsStorm: 1,000 calls at 20 in flight to an upstream
-// that answers 503 to everything, with 3 retries each. Without a budget
-// the upstream would see 4,000 requests; with it, at most
-// calls*(1+ratio) + floor*elapsed + bucket.
-func TestRetryBudgetCapsStorm(t *testing.T) {
+// 1,000 calls at 20 in flight to an upstream that answers 503 to
+// everything, with 3 retries each. Without a throttle the upstream would
+// see 4,000 requests; with it, at most calls*(1+ratio) + floor*elapsed +
+// bucket.
+func TestRetryThrottleCapsAStorm(t *testing.T) {
 	const calls, workers = 1000, 20
 	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
-	c := rbClient(t, srv.URL)
-	statuses, elapsed := rbRun(t, c, calls, workers)
+	c := throttleClient(t, srv.URL)
+	statuses, elapsed := throttleRun(t, c, calls, workers)
 	if statuses[http.StatusServiceUnavailable] != calls {
 		t.Fatalf("statuses %v, want %d x 503 (the last response comes back)", statuses, calls)
 	}
@@ -101,17 +102,17 @@ func TestRetryBudgetCapsStorm(t *testing.T) {
 	ratio, floor := 0.2, 10.0
 	bucket := max(20, 2*floor)
 	bound := float64(calls)*(1+ratio) + floor*elapsed.Seconds() + bucket
-	t.Logf("storm: %d calls in %v: upstream saw %d requests (%d retries, %d denied by the budget); "+
-		"bound = %d*(1+%.1f) + %.0f/s*%.2fs + %.0f = %.1f; without a budget: %d",
+	t.Logf("storm: %d calls in %v: upstream saw %d requests (%d retries, %d denied by the throttle); "+
+		"bound = %d*(1+%.1f) + %.0f/s*%.2fs + %.0f = %.1f; without a throttle: %d",
 		calls, elapsed.Round(time.Millisecond), seen, st.Retries, st.RetriesThrottled,
 		calls, ratio, floor, elapsed.Seconds(), bucket, bound, calls*4)
 	if float64(seen) > bound {
-		t.Errorf("upstream saw %d requests, more than the budget's bound %.1f", seen, bound)
+		t.Errorf("upstream saw %d requests, more than the throttle's bound %.1f", seen, bound)
 	}
 	if seen != int64(calls)+int64(st.Retries) {
 		t.Errorf("upstream saw %d requests, want calls + Status().Retries = %d", seen, calls+int(st.Retries))
 	}
-	// The budget is spent, not idle: every retry it allowed was taken.
+	// The throttle is spent, not idle: every retry it allowed was taken.
 	if min := float64(calls) * ratio; float64(st.Retries) < min {
 		t.Errorf("only %d retries, want at least calls*ratio = %.0f", st.Retries, min)
 	}
@@ -123,9 +124,9 @@ func TestRetryBudgetCapsStorm(t *testing.T) {
 	}
 }
 
-// TestRetryBudgetHealthyNeverDenies: an upstream that fails one request
-// in 20 gets every retry it needs: the budget never denies one.
-func TestRetryBudgetHealthyNeverDenies(t *testing.T) {
+// An upstream that fails one request in 20 gets every retry it needs: the
+// throttle never denies one.
+func TestRetryThrottleNeverDeniesAHealthyUpstream(t *testing.T) {
 	const calls, workers = 1000, 20
 	// Every 20th call fails its first attempt only, so every call ends
 	// 200 whatever the interleaving (a shared counter could hand one call
@@ -140,8 +141,8 @@ func TestRetryBudgetHealthyNeverDenies(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	}))
-	c := rbClient(t, srv.URL)
-	statuses, elapsed := rbRun(t, c, calls, workers)
+	c := throttleClient(t, srv.URL)
+	statuses, elapsed := throttleRun(t, c, calls, workers)
 	st := c.Status()
 	t.Logf("1 in 20 failing: %d calls in %v: statuses %v, upstream saw %d requests, %d retries, %d denied",
 		calls, elapsed.Round(time.Millisecond), statuses, srv.Requests(), st.Retries, st.RetriesThrottled)
