@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -53,6 +54,11 @@ type Metrics struct {
 	fleetSynced  *prometheus.Desc
 	hedgesSent   *prometheus.Desc
 	hedgesWon    *prometheus.Desc
+	forced       *prometheus.Desc
+	rateShare    *prometheus.Desc
+	rateTokens   *prometheus.Desc
+	ratePaused   *prometheus.Desc
+	rateRefused  *prometheus.Desc
 
 	// systems maps a system's name to its resolved series. It is copied
 	// on write under mu, so the event path reads it without a lock; the
@@ -67,8 +73,8 @@ type Metrics struct {
 // series holds the label children of one system, resolved once.
 type series struct {
 	system      string
-	calls       [observe.NumOutcomes]prometheus.Counter // nil for outcomes a call never has
-	attempts    [observe.NumOutcomes]prometheus.Counter // nil for outcomes an attempt never has
+	calls       [observe.NumOutcomes][numClasses]prometheus.Counter // nil where not resolved at start
+	attempts    [observe.NumOutcomes][numClasses]prometheus.Counter // nil where not resolved at start
 	retries     prometheus.Counter
 	callDur     prometheus.Observer
 	attemptDur  prometheus.Observer
@@ -100,12 +106,12 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	m := &Metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbound_calls_total",
-			Help: "Outbound calls by how they ended: ok, gave_up, breaker_open, bulkhead_full, budget_spent, retry_throttled, canceled.",
-		}, []string{"system", "outcome"}),
+			Help: "Outbound calls by how they ended (outcome: " + outcomeList(observe.CallOutcomes()) + "; the refusals sent nothing) and the class of the status the caller got (status_class 2xx..5xx; empty without one). failed is an answer the breaker counts as the upstream's failure (a 501).",
+		}, []string{"system", "outcome", "status_class"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbound_attempts_total",
-			Help: "Outbound attempts by how they ended: ok, retry (failed, another attempt may follow), gave_up (failed, the last one), breaker_open (refused, no I/O), canceled.",
-		}, []string{"system", "outcome"}),
+			Help: "Outbound attempts by how they ended (outcome: " + outcomeList(observe.AttemptOutcomes()) + "; retry: failed, another attempt follows; gave_up: failed, the last) and the class of their status (status_class 2xx..5xx; empty without one). The breaker counts failed, retry, gave_up with a status as failures.",
+		}, []string{"system", "outcome", "status_class"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "outbound_retries_total",
 			Help: "Retries sent to the upstream: attempts after the first of their call.",
@@ -147,6 +153,16 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 			"Extra copies of attempts sent by hedging (HEDGE_DELAY).", system, nil),
 		hedgesWon: prometheus.NewDesc("outbound_hedges_won_total",
 			"Hedges whose answer the caller got.", system, nil),
+		forced: prometheus.NewDesc("outbound_breaker_forced",
+			"1 while an operator forces the breaker (state open or closed) on this pod, until the override ends or is released. Absent otherwise.", []string{"system", "state"}, nil),
+		rateShare: prometheus.NewDesc("outbound_rate_limit_share",
+			"Requests per second this pod may send under RATE_LIMIT: all of it at RATE_SCOPE=local, its share of the fleet's at fleet. Absent without a limit.", system, nil),
+		rateTokens: prometheus.NewDesc("outbound_rate_limit_tokens",
+			"Requests this pod may send at once now under RATE_LIMIT.", system, nil),
+		ratePaused: prometheus.NewDesc("outbound_rate_limit_paused",
+			"1 while the upstream has paused the system (429 or 503 with Retry-After, or its rate-limit headers), 0 otherwise.", system, nil),
+		rateRefused: prometheus.NewDesc("outbound_rate_limit_refused_total",
+			"Requests the rate limit refused (ErrRateLimited), retries and hedges included.", system, nil),
 	}
 	empty := map[string]*series{}
 	m.systems.Store(&empty)
@@ -193,8 +209,8 @@ func (m *Metrics) ObserveAttempt(e observe.AttemptEvent) {
 		return
 	}
 	s := m.series(e.System)
-	m.inc(s.attempts[:], m.attempts, s.system, e.Outcome)
-	if e.Outcome == observe.OutcomeBreakerOpen {
+	m.inc(&s.attempts, m.attempts, s.system, e.Outcome, e.Status)
+	if e.Outcome.Refused() {
 		return // refused: no I/O, no duration, not a retry sent
 	}
 	s.attemptDur.Observe(e.Duration.Seconds())
@@ -206,7 +222,7 @@ func (m *Metrics) ObserveAttempt(e observe.AttemptEvent) {
 // ObserveCall implements observe.Observer.
 func (m *Metrics) ObserveCall(e observe.CallEvent) {
 	s := m.series(e.System)
-	m.inc(s.calls[:], m.calls, s.system, e.Outcome)
+	m.inc(&s.calls, m.calls, s.system, e.Outcome, e.Status)
 	if e.Attempts > 0 {
 		s.callDur.Observe(e.Duration.Seconds())
 	}
@@ -222,14 +238,51 @@ func (m *Metrics) ObserveBreaker(system string, from, to observe.BreakerState) {
 	m.transitions.WithLabelValues(system, string(from), string(to)).Inc()
 }
 
-// inc counts outcome o in the resolved children, or through the vector
-// for an outcome that has none (one this package does not expect).
-func (m *Metrics) inc(children []prometheus.Counter, vec *prometheus.CounterVec, system string, o observe.Outcome) {
-	if int(o) < len(children) && children[o] != nil {
-		children[o].Inc()
+// inc counts outcome o with status in the resolved children, or through
+// the vector for a pair that has none (resolved on its first use).
+func (m *Metrics) inc(children *[observe.NumOutcomes][numClasses]prometheus.Counter, vec *prometheus.CounterVec, system string, o observe.Outcome, status int) {
+	k := classIndex(status)
+	if int(o) < len(children) && children[o][k] != nil {
+		children[o][k].Inc()
 		return
 	}
-	vec.WithLabelValues(system, o.String()).Inc()
+	vec.WithLabelValues(system, o.String(), observe.StatusClass(status)).Inc()
+}
+
+// numClasses is the number of values of status_class: none, 1xx..5xx.
+const numClasses = 6
+
+// classIndex is the index of status's class: 0 for none, 1..5 for 1xx..5xx.
+func classIndex(status int) int {
+	if status < 100 || status > 599 {
+		return 0
+	}
+	return status / 100
+}
+
+// startClasses are the status classes whose series of outcome o exist at
+// zero from the start: those an outcome commonly has (a refusal has no
+// status; an answer the breaker counts a success is 2xx-4xx; a failure
+// is 4xx (408, 429) or 5xx, or has no status).
+func startClasses(o observe.Outcome) []int {
+	switch {
+	case o.Refused() || o == observe.OutcomeCanceled:
+		return []int{0}
+	case o == observe.OutcomeOK:
+		return []int{2, 3, 4}
+	case o == observe.OutcomeFailed:
+		return []int{5}
+	}
+	return []int{0, 4, 5}
+}
+
+// outcomeList names the outcomes, for a metric's help.
+func outcomeList(outs []observe.Outcome) string {
+	names := make([]string, len(outs))
+	for i, o := range outs {
+		names[i] = o.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // series returns the resolved children of system, resolving them on the
@@ -256,10 +309,14 @@ func (m *Metrics) resolveLocked(system string) *series {
 		transitions: make(map[transition]prometheus.Counter, len(transitions)),
 	}
 	for _, o := range observe.CallOutcomes() {
-		s.calls[o] = m.calls.WithLabelValues(system, o.String())
+		for _, k := range startClasses(o) {
+			s.calls[o][k] = m.calls.WithLabelValues(system, o.String(), classLabel(k))
+		}
 	}
 	for _, o := range observe.AttemptOutcomes() {
-		s.attempts[o] = m.attempts.WithLabelValues(system, o.String())
+		for _, k := range startClasses(o) {
+			s.attempts[o][k] = m.attempts.WithLabelValues(system, o.String(), classLabel(k))
+		}
 	}
 	for _, t := range transitions {
 		s.transitions[t] = m.transitions.WithLabelValues(system, string(t.from), string(t.to))
@@ -291,6 +348,11 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.fleetSynced
 	ch <- m.hedgesSent
 	ch <- m.hedgesWon
+	ch <- m.forced
+	ch <- m.rateShare
+	ch <- m.rateTokens
+	ch <- m.ratePaused
+	ch <- m.rateRefused
 }
 
 // Collect implements prometheus.Collector. The gauges come from each
@@ -318,6 +380,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			}
 			ch <- prometheus.MustNewConstMetric(m.hedgesSent, prometheus.CounterValue, float64(st.HedgesSent), st.System)
 			ch <- prometheus.MustNewConstMetric(m.hedgesWon, prometheus.CounterValue, float64(st.HedgesWon), st.System)
+			m.collectControls(ch, st)
 		}
 	}
 	// After Status, so a transition it caused is in this scrape.
@@ -343,3 +406,26 @@ func breakerValue(s observe.BreakerState) float64 {
 
 var _ observe.Observer = (*Metrics)(nil)
 var _ prometheus.Collector = (*Metrics)(nil)
+
+// classLabel is the status_class of index k.
+func classLabel(k int) string { return observe.StatusClass(k * 100) }
+
+// collectControls sends what an operator and a rate limit impose on a
+// system: the breaker forced, the share, the tokens, the pause.
+func (m *Metrics) collectControls(ch chan<- prometheus.Metric, st observe.Status) {
+	if f := st.Forced; f != nil {
+		ch <- prometheus.MustNewConstMetric(m.forced, prometheus.GaugeValue, 1, st.System, string(f.State))
+	}
+	r := st.Rate
+	if r == nil {
+		return
+	}
+	paused := 0.0
+	if !r.PausedUntil.IsZero() {
+		paused = 1
+	}
+	ch <- prometheus.MustNewConstMetric(m.rateShare, prometheus.GaugeValue, r.Share, st.System)
+	ch <- prometheus.MustNewConstMetric(m.rateTokens, prometheus.GaugeValue, r.Tokens, st.System)
+	ch <- prometheus.MustNewConstMetric(m.ratePaused, prometheus.GaugeValue, paused, st.System)
+	ch <- prometheus.MustNewConstMetric(m.rateRefused, prometheus.CounterValue, float64(r.Refused), st.System)
+}

@@ -105,34 +105,58 @@ func TestScriptedSequence(t *testing.T) {
 	}
 
 	const want = `
-# HELP outbound_calls_total Outbound calls by how they ended: ok, gave_up, breaker_open, bulkhead_full, budget_spent, retry_throttled, canceled.
+# HELP outbound_calls_total Outbound calls by how they ended (outcome: ok, failed, gave_up, breaker_open, forced_open, bulkhead_full, budget_spent, rate_limited, retry_throttled, canceled; the refusals sent nothing) and the class of the status the caller got (status_class 2xx..5xx; empty without one). failed is an answer the breaker counts as the upstream's failure (a 501).
 # TYPE outbound_calls_total counter
-outbound_calls_total{outcome="breaker_open",system="inv"} 1
-outbound_calls_total{outcome="breaker_open",system="pay"} 0
-outbound_calls_total{outcome="budget_spent",system="inv"} 1
-outbound_calls_total{outcome="budget_spent",system="pay"} 0
-outbound_calls_total{outcome="bulkhead_full",system="inv"} 1
-outbound_calls_total{outcome="bulkhead_full",system="pay"} 0
-outbound_calls_total{outcome="canceled",system="inv"} 0
-outbound_calls_total{outcome="canceled",system="pay"} 0
-outbound_calls_total{outcome="gave_up",system="inv"} 1
-outbound_calls_total{outcome="gave_up",system="pay"} 0
-outbound_calls_total{outcome="ok",system="inv"} 3
-outbound_calls_total{outcome="ok",system="pay"} 0
-outbound_calls_total{outcome="retry_throttled",system="inv"} 0
-outbound_calls_total{outcome="retry_throttled",system="pay"} 0
-# HELP outbound_attempts_total Outbound attempts by how they ended: ok, retry (failed, another attempt may follow), gave_up (failed, the last one), breaker_open (refused, no I/O), canceled.
+outbound_calls_total{outcome="breaker_open",status_class="",system="inv"} 1
+outbound_calls_total{outcome="breaker_open",status_class="",system="pay"} 0
+outbound_calls_total{outcome="budget_spent",status_class="",system="inv"} 1
+outbound_calls_total{outcome="budget_spent",status_class="",system="pay"} 0
+outbound_calls_total{outcome="bulkhead_full",status_class="",system="inv"} 1
+outbound_calls_total{outcome="bulkhead_full",status_class="",system="pay"} 0
+outbound_calls_total{outcome="canceled",status_class="",system="inv"} 0
+outbound_calls_total{outcome="canceled",status_class="",system="pay"} 0
+outbound_calls_total{outcome="gave_up",status_class="",system="inv"} 0
+outbound_calls_total{outcome="gave_up",status_class="4xx",system="inv"} 0
+outbound_calls_total{outcome="gave_up",status_class="5xx",system="inv"} 1
+outbound_calls_total{outcome="gave_up",status_class="",system="pay"} 0
+outbound_calls_total{outcome="gave_up",status_class="4xx",system="pay"} 0
+outbound_calls_total{outcome="gave_up",status_class="5xx",system="pay"} 0
+outbound_calls_total{outcome="ok",status_class="2xx",system="inv"} 3
+outbound_calls_total{outcome="ok",status_class="3xx",system="inv"} 0
+outbound_calls_total{outcome="ok",status_class="4xx",system="inv"} 0
+outbound_calls_total{outcome="ok",status_class="2xx",system="pay"} 0
+outbound_calls_total{outcome="ok",status_class="3xx",system="pay"} 0
+outbound_calls_total{outcome="ok",status_class="4xx",system="pay"} 0
+outbound_calls_total{outcome="retry_throttled",status_class="",system="inv"} 0
+outbound_calls_total{outcome="retry_throttled",status_class="4xx",system="inv"} 0
+outbound_calls_total{outcome="retry_throttled",status_class="5xx",system="inv"} 0
+outbound_calls_total{outcome="retry_throttled",status_class="",system="pay"} 0
+outbound_calls_total{outcome="retry_throttled",status_class="4xx",system="pay"} 0
+outbound_calls_total{outcome="retry_throttled",status_class="5xx",system="pay"} 0
+# HELP outbound_attempts_total Outbound attempts by how they ended (outcome: ok, failed, retry, gave_up, breaker_open, forced_open, rate_limited, canceled, hedge_lost; retry: failed, another attempt follows; gave_up: failed, the last) and the class of their status (status_class 2xx..5xx; empty without one). The breaker counts failed, retry, gave_up with a status as failures.
 # TYPE outbound_attempts_total counter
-outbound_attempts_total{outcome="breaker_open",system="inv"} 0
-outbound_attempts_total{outcome="breaker_open",system="pay"} 0
-outbound_attempts_total{outcome="canceled",system="inv"} 0
-outbound_attempts_total{outcome="canceled",system="pay"} 0
-outbound_attempts_total{outcome="gave_up",system="inv"} 1
-outbound_attempts_total{outcome="gave_up",system="pay"} 0
-outbound_attempts_total{outcome="ok",system="inv"} 3
-outbound_attempts_total{outcome="ok",system="pay"} 0
-outbound_attempts_total{outcome="retry",system="inv"} 2
-outbound_attempts_total{outcome="retry",system="pay"} 0
+outbound_attempts_total{outcome="breaker_open",status_class="",system="inv"} 0
+outbound_attempts_total{outcome="breaker_open",status_class="",system="pay"} 0
+outbound_attempts_total{outcome="canceled",status_class="",system="inv"} 0
+outbound_attempts_total{outcome="canceled",status_class="",system="pay"} 0
+outbound_attempts_total{outcome="gave_up",status_class="",system="inv"} 0
+outbound_attempts_total{outcome="gave_up",status_class="4xx",system="inv"} 0
+outbound_attempts_total{outcome="gave_up",status_class="5xx",system="inv"} 1
+outbound_attempts_total{outcome="gave_up",status_class="",system="pay"} 0
+outbound_attempts_total{outcome="gave_up",status_class="4xx",system="pay"} 0
+outbound_attempts_total{outcome="gave_up",status_class="5xx",system="pay"} 0
+outbound_attempts_total{outcome="ok",status_class="2xx",system="inv"} 3
+outbound_attempts_total{outcome="ok",status_class="3xx",system="inv"} 0
+outbound_attempts_total{outcome="ok",status_class="4xx",system="inv"} 0
+outbound_attempts_total{outcome="ok",status_class="2xx",system="pay"} 0
+outbound_attempts_total{outcome="ok",status_class="3xx",system="pay"} 0
+outbound_attempts_total{outcome="ok",status_class="4xx",system="pay"} 0
+outbound_attempts_total{outcome="retry",status_class="",system="inv"} 0
+outbound_attempts_total{outcome="retry",status_class="4xx",system="inv"} 0
+outbound_attempts_total{outcome="retry",status_class="5xx",system="inv"} 2
+outbound_attempts_total{outcome="retry",status_class="",system="pay"} 0
+outbound_attempts_total{outcome="retry",status_class="4xx",system="pay"} 0
+outbound_attempts_total{outcome="retry",status_class="5xx",system="pay"} 0
 # HELP outbound_retries_total Retries sent to the upstream: attempts after the first of their call.
 # TYPE outbound_retries_total counter
 outbound_retries_total{system="inv"} 2
@@ -167,20 +191,24 @@ outbound_bulkhead_rejections_total{system="pay"} 0
 # TYPE outbound_budget_capped_calls_total counter
 outbound_budget_capped_calls_total{system="inv"} 1
 outbound_budget_capped_calls_total{system="pay"} 0
-outbound_attempts_total{outcome="failed",system="inv"} 0
-outbound_attempts_total{outcome="failed",system="pay"} 0
-outbound_attempts_total{outcome="forced_open",system="inv"} 0
-outbound_attempts_total{outcome="forced_open",system="pay"} 0
-outbound_attempts_total{outcome="hedge_lost",system="inv"} 0
-outbound_attempts_total{outcome="hedge_lost",system="pay"} 0
-outbound_attempts_total{outcome="rate_limited",system="inv"} 0
-outbound_attempts_total{outcome="rate_limited",system="pay"} 0
-outbound_calls_total{outcome="failed",system="inv"} 0
-outbound_calls_total{outcome="failed",system="pay"} 0
-outbound_calls_total{outcome="forced_open",system="inv"} 0
-outbound_calls_total{outcome="forced_open",system="pay"} 0
-outbound_calls_total{outcome="rate_limited",system="inv"} 0
-outbound_calls_total{outcome="rate_limited",system="pay"} 0
+outbound_attempts_total{outcome="failed",status_class="5xx",system="inv"} 0
+outbound_attempts_total{outcome="failed",status_class="5xx",system="pay"} 0
+outbound_attempts_total{outcome="forced_open",status_class="",system="inv"} 0
+outbound_attempts_total{outcome="forced_open",status_class="",system="pay"} 0
+outbound_attempts_total{outcome="hedge_lost",status_class="",system="inv"} 0
+outbound_attempts_total{outcome="hedge_lost",status_class="4xx",system="inv"} 0
+outbound_attempts_total{outcome="hedge_lost",status_class="5xx",system="inv"} 0
+outbound_attempts_total{outcome="hedge_lost",status_class="",system="pay"} 0
+outbound_attempts_total{outcome="hedge_lost",status_class="4xx",system="pay"} 0
+outbound_attempts_total{outcome="hedge_lost",status_class="5xx",system="pay"} 0
+outbound_attempts_total{outcome="rate_limited",status_class="",system="inv"} 0
+outbound_attempts_total{outcome="rate_limited",status_class="",system="pay"} 0
+outbound_calls_total{outcome="failed",status_class="5xx",system="inv"} 0
+outbound_calls_total{outcome="failed",status_class="5xx",system="pay"} 0
+outbound_calls_total{outcome="forced_open",status_class="",system="inv"} 0
+outbound_calls_total{outcome="forced_open",status_class="",system="pay"} 0
+outbound_calls_total{outcome="rate_limited",status_class="",system="inv"} 0
+outbound_calls_total{outcome="rate_limited",status_class="",system="pay"} 0
 `
 	if err := promtest.GatherAndCompare(promReg, strings.NewReader(want),
 		"outbound_calls_total", "outbound_attempts_total", "outbound_retries_total",
@@ -252,19 +280,27 @@ func TestUnexpectedOutcome(t *testing.T) {
 	m.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1, Outcome: observe.Outcome(200)})
 	m.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1, Outcome: observe.OutcomeRetryThrottled})
 	const want = `
-# HELP outbound_attempts_total Outbound attempts by how they ended: ok, retry (failed, another attempt may follow), gave_up (failed, the last one), breaker_open (refused, no I/O), canceled.
+# HELP outbound_attempts_total Outbound attempts by how they ended (outcome: ok, failed, retry, gave_up, breaker_open, forced_open, rate_limited, canceled, hedge_lost; retry: failed, another attempt follows; gave_up: failed, the last) and the class of their status (status_class 2xx..5xx; empty without one). The breaker counts failed, retry, gave_up with a status as failures.
 # TYPE outbound_attempts_total counter
-outbound_attempts_total{outcome="breaker_open",system="inv"} 0
-outbound_attempts_total{outcome="canceled",system="inv"} 0
-outbound_attempts_total{outcome="failed",system="inv"} 0
-outbound_attempts_total{outcome="forced_open",system="inv"} 0
-outbound_attempts_total{outcome="gave_up",system="inv"} 0
-outbound_attempts_total{outcome="hedge_lost",system="inv"} 0
-outbound_attempts_total{outcome="ok",system="inv"} 0
-outbound_attempts_total{outcome="rate_limited",system="inv"} 0
-outbound_attempts_total{outcome="retry",system="inv"} 0
-outbound_attempts_total{outcome="retry_throttled",system="inv"} 1
-outbound_attempts_total{outcome="unknown",system="inv"} 1
+outbound_attempts_total{outcome="breaker_open",status_class="",system="inv"} 0
+outbound_attempts_total{outcome="canceled",status_class="",system="inv"} 0
+outbound_attempts_total{outcome="failed",status_class="5xx",system="inv"} 0
+outbound_attempts_total{outcome="forced_open",status_class="",system="inv"} 0
+outbound_attempts_total{outcome="gave_up",status_class="",system="inv"} 0
+outbound_attempts_total{outcome="gave_up",status_class="4xx",system="inv"} 0
+outbound_attempts_total{outcome="gave_up",status_class="5xx",system="inv"} 0
+outbound_attempts_total{outcome="hedge_lost",status_class="",system="inv"} 0
+outbound_attempts_total{outcome="hedge_lost",status_class="4xx",system="inv"} 0
+outbound_attempts_total{outcome="hedge_lost",status_class="5xx",system="inv"} 0
+outbound_attempts_total{outcome="ok",status_class="2xx",system="inv"} 0
+outbound_attempts_total{outcome="ok",status_class="3xx",system="inv"} 0
+outbound_attempts_total{outcome="ok",status_class="4xx",system="inv"} 0
+outbound_attempts_total{outcome="rate_limited",status_class="",system="inv"} 0
+outbound_attempts_total{outcome="retry",status_class="",system="inv"} 0
+outbound_attempts_total{outcome="retry",status_class="4xx",system="inv"} 0
+outbound_attempts_total{outcome="retry",status_class="5xx",system="inv"} 0
+outbound_attempts_total{outcome="retry_throttled",status_class="",system="inv"} 1
+outbound_attempts_total{outcome="unknown",status_class="",system="inv"} 1
 `
 	if err := promtest.CollectAndCompare(m, strings.NewReader(want), "outbound_attempts_total"); err != nil {
 		t.Error(err)
@@ -328,8 +364,8 @@ func TestWatch(t *testing.T) {
 	if n := promtest.CollectAndCount(m, "outbound_breaker_state"); n != 1 {
 		t.Errorf("%d state series after Watch, want 1", n)
 	}
-	if n, want := promtest.CollectAndCount(m, "outbound_calls_total"), len(observe.CallOutcomes()); n != want {
-		t.Errorf("%d call series after Watch, want one per call outcome (%d)", n, want)
+	if n, least := promtest.CollectAndCount(m, "outbound_calls_total"), len(observe.CallOutcomes()); n < least {
+		t.Errorf("%d call series after Watch, want at least one per call outcome (%d)", n, least)
 	}
 }
 
@@ -429,4 +465,42 @@ func (degradedFleet) Quota(string, config.Client, registry.Quota) (registry.Quot
 func gaugeValue(t *testing.T, g prometheus.Gatherer, name, system string) float64 {
 	t.Helper()
 	return find(t, g, name, system).GetGauge().GetValue()
+}
+
+// TestRateLimitAndForcedBreakerAreGauges checks the gauges of what a rate
+// limit and an operator impose on a system.
+func TestRateLimitAndForcedBreakerAreGauges(t *testing.T) {
+	up, _ := upstream(t)
+	loaded, err := config.LoadEnv(map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": up.URL,
+		"INV_RATE_LIMIT": "1/h", "INV_RATE_BURST": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New(nil)
+	r, err := registry.New(loaded, registry.WithObserver(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := m.Watch(r); err != nil {
+		t.Fatal(err)
+	}
+	inv := r.MustClient("inv")
+	for range 2 {
+		_, _ = get(context.Background(), inv, "/")
+	}
+	if err := inv.Force(observe.BreakerOpen, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	if got := find(t, reg, "outbound_rate_limit_refused_total", "inv").GetCounter().GetValue(); got != 1 {
+		t.Errorf("rate refused %v, want 1", got)
+	}
+	if got := gaugeValue(t, reg, "outbound_rate_limit_share", "inv"); got != 1.0/3600 {
+		t.Errorf("share %v, want 1/3600 per second", got)
+	}
+	if got := gaugeValue(t, reg, "outbound_breaker_forced", "inv"); got != 1 {
+		t.Errorf("forced %v, want 1", got)
+	}
 }
