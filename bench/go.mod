@@ -9,7 +9,7 @@ require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/outbound-go/outbound v0.1.0
-	github.com/outbound-go/outbound/fleet v0.0.0
+	github.com/outbound-go/outbound/fleet v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sony/gobreaker/v2 v2.4.0
 )
@@ -36,9 +36,4 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-replace (
-	github.com/outbound-go/outbound => ../
-	github.com/outbound-go/outbound/fleet => ../fleet
 )

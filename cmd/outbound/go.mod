@@ -34,9 +34,3 @@ require (
 	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace (
-	github.com/outbound-go/outbound => ../../
-	github.com/outbound-go/outbound/fleet => ../../fleet
-	github.com/outbound-go/outbound/metrics => ../../metrics
-)
