@@ -17,6 +17,7 @@ require (
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
 )
 
 require (
