@@ -52,10 +52,13 @@ type Fleet struct {
 	prefix  string // of every key: outbound:fleet:<namespace>
 	holder  string // this pod's name on its leases
 
-	synced atomic.Bool
-	wakeCh chan struct{}
-	cancel context.CancelFunc
-	done   sync.WaitGroup
+	synced   atomic.Bool
+	rejected atomic.Uint64 // values read that were malformed or out of range
+	capped   atomic.Uint64 // open times read past now + BREAKER_OPEN_TIMEOUT
+	readSoon atomic.Bool   // read every state on the next round trip
+	wakeCh   chan struct{}
+	cancel   context.CancelFunc
+	done     sync.WaitGroup
 
 	mu       sync.Mutex
 	circuits map[string]*circuit
@@ -224,13 +227,23 @@ type Sync struct {
 	LastError string `json:"last_error,omitempty"`
 	// Redis is the URL, password redacted.
 	Redis string `json:"redis"`
+	// Rejected counts the values read from Redis or the fleet's channel
+	// that no pod could have written, ignored: a version outside [0, 2^53),
+	// a field that is not a number, a key of the wrong type, garbage in a
+	// window, a reply or a message of the wrong shape. Another client
+	// writes under the namespace.
+	Rejected uint64 `json:"rejected,omitempty"`
+	// Capped counts the open times read past now + the system's
+	// BREAKER_OPEN_TIMEOUT, cut to it.
+	Capped uint64 `json:"capped,omitempty"`
 }
 
 // Sync returns the fleet's sync state.
 func (f *Fleet) Sync() Sync {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return Sync{Synced: f.synced.Load(), Since: f.since, LastError: f.lastErr, Redis: f.url}
+	return Sync{Synced: f.synced.Load(), Since: f.since, LastError: f.lastErr, Redis: f.url,
+		Rejected: f.rejected.Load(), Capped: f.capped.Load()}
 }
 
 // SystemStatus is the fleet's view of one system.

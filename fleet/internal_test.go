@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/outbound-go/outbound/fleet/redistest"
@@ -65,3 +66,10 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.
 }
 
 func fail() (*http.Response, error) { return nil, errUpstream }
+
+// runScript runs s on c's state as the loop does, args after the four
+// arguments every script takes (scripts.go).
+func runScript(c *circuit, s *redis.Script, args ...any) ([]int64, error) {
+	argv := append([]any{c.base, c.f.channel, c.name, c.openTimeout.Milliseconds()}, args...)
+	return s.Run(context.Background(), c.f.rdb, []string{c.base + ":state"}, argv...).Int64Slice()
+}

@@ -24,7 +24,7 @@ func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 		waitFor(t, 2*time.Second, "sync", f.synced.Load)
 		pods = append(pods, c)
 	}
-	r, err := tripScript.Run(context.Background(), pods[0].f.rdb, []string{pods[0].base + ":state"}, 0, 300, pods[0].f.channel, "payments").Int64Slice()
+	r, err := runScript(pods[0], tripScript, 0)
 	if err != nil || r[0] != 1 {
 		t.Fatalf("trip: %v %v", r, err)
 	}

@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"testing"
@@ -20,11 +19,13 @@ func TestDegradedAndResync(t *testing.T) {
 	var fleets []*Fleet
 	var pods []*circuit
 	for range 2 {
-		f, c := newPod(t, srv, "degraded", testSettings)
+		s := testSettings
+		s.openTimeout = time.Minute // open through the drill
+		f, c := newPod(t, srv, "degraded", s)
 		waitFor(t, 2*time.Second, "sync", f.synced.Load)
 		fleets, pods = append(fleets, f), append(pods, c)
 	}
-	if _, err := tripScript.Run(context.Background(), fleets[0].rdb, []string{pods[0].base + ":state"}, 0, 60000, fleets[0].channel, "payments").Result(); err != nil {
+	if _, err := runScript(pods[0], tripScript, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range pods {

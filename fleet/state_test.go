@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -43,11 +42,11 @@ func TestWindowTripsOnEvidenceNoPodHasAlone(t *testing.T) {
 // half-open) cannot close it, nor write back an older state.
 func TestStaleWriterCannotUndoANewerOpen(t *testing.T) {
 	srv := redistest.Start(t)
-	f, c := newPod(t, srv, "stale", testSettings)
+	s := testSettings
+	s.openTimeout = time.Minute
+	f, c := newPod(t, srv, "stale", s)
 	waitFor(t, 2*time.Second, "sync", f.synced.Load)
-	ctx := context.Background()
-	key := []string{c.base + ":state"}
-	r, err := tripScript.Run(ctx, f.rdb, key, 0, 60000, f.channel, "payments").Int64Slice()
+	r, err := runScript(c, tripScript, 0)
 	if err != nil || r[0] != 1 || r[1] != 1 {
 		t.Fatalf("trip v0: %v %v, want v1 open", r, err)
 	}
@@ -57,16 +56,16 @@ func TestStaleWriterCannotUndoANewerOpen(t *testing.T) {
 		run  func() ([]int64, error)
 	}{
 		{"trip v0 again", func() ([]int64, error) {
-			return tripScript.Run(ctx, f.rdb, key, 0, 1, f.channel, "payments").Int64Slice()
+			return runScript(c, tripScript, 0)
 		}},
 		{"probe success v0", func() ([]int64, error) {
-			return probeScript.Run(ctx, f.rdb, key, 0, 1, 1, 1, f.channel, "payments").Int64Slice()
+			return runScript(c, probeScript, 0, 1, 1)
 		}},
 		{"probe success v1 while still open", func() ([]int64, error) {
-			return probeScript.Run(ctx, f.rdb, key, 1, 1, 1, 1, f.channel, "payments").Int64Slice()
+			return runScript(c, probeScript, 1, 1, 1)
 		}},
 		{"restore closed v1", func() ([]int64, error) {
-			return restoreScript.Run(ctx, f.rdb, key, 1, 0, 0, f.channel, "payments").Int64Slice()
+			return runScript(c, restoreScript, 1, 0, 0)
 		}},
 	} {
 		r, err := try.run()
@@ -75,7 +74,7 @@ func TestStaleWriterCannotUndoANewerOpen(t *testing.T) {
 		}
 	}
 	waitFor(t, time.Second, "pod applies v1", func() bool { return c.view.Load().ver == 1 })
-	if c.apply(0, false, 0, time.Now()); c.view.Load().ver != 1 || !c.view.Load().open {
+	if c.apply(state{}, time.Now()); c.view.Load().ver != 1 || !c.view.Load().open {
 		t.Errorf("a stale v0 closed message moved the view to %+v", c.view.Load())
 	}
 }

@@ -206,6 +206,7 @@ func TestRedisCommandsDoNotGrowWithCalls(t *testing.T) {
 var scriptCommands = map[string]bool{
 	"time": true, "hmget": true, "hgetall": true, "hincrby": true, "pexpire": true,
 	"hset": true, "hdel": true, "del": true, "publish": true, "set": true,
+	"type": true, "hget": true, "pttl": true,
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
