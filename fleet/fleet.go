@@ -52,13 +52,14 @@ type Fleet struct {
 	prefix  string // of every key: outbound:fleet:<namespace>
 	holder  string // this pod's name on its leases
 
-	synced   atomic.Bool
-	rejected atomic.Uint64 // values read that were malformed or out of range
-	capped   atomic.Uint64 // open times read past now + BREAKER_OPEN_TIMEOUT
-	readSoon atomic.Bool   // read every state on the next round trip
-	wakeCh   chan struct{}
-	cancel   context.CancelFunc
-	done     sync.WaitGroup
+	synced     atomic.Bool
+	subscribed atomic.Bool   // the listener receives the channel
+	rejected   atomic.Uint64 // values read that were malformed or out of range
+	capped     atomic.Uint64 // open times read past now + BREAKER_OPEN_TIMEOUT
+	readSoon   atomic.Bool   // read every state on the next round trip
+	wakeCh     chan struct{}
+	cancel     context.CancelFunc
+	done       sync.WaitGroup
 
 	mu       sync.Mutex
 	circuits map[string]*circuit
@@ -201,9 +202,9 @@ func (f *Fleet) fail(err error) {
 	f.lastErr = f.clean(err)
 }
 
-// ok marks the fleet in sync.
+// ok marks the fleet in sync, once the listener receives the channel too.
 func (f *Fleet) ok() {
-	if f.synced.Load() {
+	if f.synced.Load() || !f.subscribed.Load() {
 		return
 	}
 	f.mu.Lock()

@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"errors"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,7 +58,9 @@ type op struct {
 }
 
 // step runs one round trip, reading every system's state when read is
-// set, and reports whether Redis answered.
+// set, and reports whether Redis answered. Degraded, the round trip
+// carries the check (checkScript) too: the fleet is in sync again only
+// once Redis runs every kind of command it needs.
 func (f *Fleet) step(ctx context.Context, read bool) bool {
 	circuits := f.snapshot()
 	if len(circuits) == 0 {
@@ -69,6 +70,10 @@ func (f *Fleet) step(ctx context.Context, read bool) bool {
 	rctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
 	rt := &roundTrip{f: f, ctx: rctx, pipe: f.rdb.Pipeline(), sent: time.Now()}
+	if !synced {
+		rt.ops = append(rt.ops, op{cmd: checkScript.EvalSha(rctx, rt.pipe, []string{f.prefix + ":pod:" + f.holder},
+			f.channel, hello+" "+f.holder, checkLife.Milliseconds())})
+	}
 	for _, c := range circuits {
 		if synced {
 			rt.changes(c)
@@ -105,6 +110,9 @@ func (f *Fleet) step(ctx context.Context, read bool) bool {
 	f.ok()
 	return true
 }
+
+// checkLife is how long the key the check writes lives.
+const checkLife = 10 * time.Second
 
 // run adds a call of script s on c's state, with the four arguments
 // every script takes (scripts.go) before args.
@@ -155,19 +163,18 @@ func (rt *roundTrip) changes(c *circuit) {
 	}
 }
 
-// failed handles a round trip that failed. A script error is not a
-// failure to reach Redis; Redis restarted empty (NOSCRIPT): load the
-// scripts, and run again now.
+// failed handles a round trip that failed: a sync failure with its cause,
+// whether Redis could not be reached or refused a command (a Redis user
+// without the rights the fleet needs, a script that failed), unless
+// Redis had lost the scripts (it restarted empty): then they are loaded
+// again, and the loop runs again at once.
 func (f *Fleet) failed(ctx context.Context, err error, circuits []*circuit) bool {
-	if !isScriptErr(err) {
-		if !errors.Is(err, context.Canceled) {
-			f.fail(err)
-		}
-		return false
+	if errors.Is(err, context.Canceled) {
+		return false // Close
 	}
 	if !redis.HasErrorPrefix(err, "NOSCRIPT") {
-		f.ok()
-		return true
+		f.fail(err)
+		return false
 	}
 	for _, s := range scripts {
 		if lerr := s.Load(ctx, f.rdb).Err(); lerr != nil {
@@ -180,15 +187,6 @@ func (f *Fleet) failed(ctx context.Context, err error, circuits []*circuit) bool
 	}
 	f.wake()
 	return true
-}
-
-// isScriptErr reports whether err is Redis answering a script call with
-// an error (NOSCRIPT, or a script that failed), not a failure to reach
-// it. go-redis offers no type for it; redis.Error is the server's reply.
-func isScriptErr(err error) bool {
-	var re redis.Error
-	var ne net.Error
-	return errors.As(err, &re) && !errors.As(err, &ne)
 }
 
 // applyState applies the state a script replied.
@@ -259,8 +257,9 @@ func b2i(b bool) int {
 
 // listen applies the changes published on the fleet's channel as they
 // come: every pod sees a change within one message's delivery. A broken
-// subscription marks the fleet degraded; when it is back, the loop reads
-// every state (messages may have been missed).
+// subscription marks the fleet degraded, and the fleet is in sync again
+// only once it is back; then the loop reads every state (messages may
+// have been missed).
 func (f *Fleet) listen(ctx context.Context) {
 	defer f.done.Done()
 	for ctx.Err() == nil {
@@ -268,6 +267,7 @@ func (f *Fleet) listen(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			f.subscribed.Store(false)
 			f.fail(err)
 			f.showAll()
 			select {
@@ -283,6 +283,7 @@ func (f *Fleet) listen(ctx context.Context) {
 				return
 			}
 			if err != nil {
+				f.subscribed.Store(false)
 				f.fail(err)
 				f.showAll() // degraded: every breaker local
 				break
@@ -291,6 +292,7 @@ func (f *Fleet) listen(ctx context.Context) {
 			case *redis.Message:
 				f.onMessage(m.Payload)
 			case *redis.Subscription:
+				f.subscribed.Store(m.Kind == "subscribe")
 				f.wake()
 			}
 		}

@@ -219,7 +219,25 @@ end
 return reply()
 `)
 
-var scripts = []*redis.Script{syncScript, tripScript, probeScript, leaseScript, restoreScript}
+// checkScript proves that this pod may do all the fleet needs: run a
+// script, write a key (KEYS[1], for ARGV[3] ms) and publish (ARGV[2] on
+// channel ARGV[1], a message the pods ignore). A Redis user that lacks
+// one of them fails it, with the reason. The fleet runs it before it
+// counts itself in sync.
+var checkScript = redis.NewScript(`
+local function need(what, ...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    return redis.error_reply('NOPERM the fleet needs ' .. what .. ': ' .. r.err)
+  end
+end
+local e = need('to write its keys (SET)', 'SET', KEYS[1], '1', 'PX', ARGV[3])
+  or need('to publish on ' .. ARGV[1] .. ' (PUBLISH)', 'PUBLISH', ARGV[1], ARGV[2])
+if e then return e end
+return 1
+`)
+
+var scripts = []*redis.Script{syncScript, tripScript, probeScript, leaseScript, restoreScript, checkScript}
 
 // maxVersion is the largest version a pod accepts, and the largest Redis
 // holds: versions are Lua numbers in Redis, doubles, exact below 2^53.
