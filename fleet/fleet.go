@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,14 @@ type Config struct {
 	ReadInterval time.Duration
 	// Timeout bounds each round trip to Redis. Zero: 100ms.
 	Timeout time.Duration
+	// Logger is told when the fleet loses sync with Redis (with the
+	// cause), when it is back, and once a minute while it stays degraded:
+	// never a record per failed round trip. Nil: nothing is logged; Sync
+	// and the registry's Status say it all. go-redis's own log (a failed
+	// dial) never reaches the process's standard error.
+	Logger *slog.Logger
+
+	remindEvery time.Duration // tests: how often a degraded fleet says so again
 }
 
 // Fleet keeps the breakers of a registry's systems at scope fleet in sync
@@ -45,7 +54,8 @@ type Config struct {
 // it. A Fleet is safe for concurrent use; Close stops both goroutines.
 type Fleet struct {
 	cfg     Config
-	url     string // RedisURL redacted
+	log     *slog.Logger // nil: silent
+	url     string       // RedisURL redacted
 	rdb     *redis.Client
 	ps      *redis.PubSub
 	channel string
@@ -61,11 +71,13 @@ type Fleet struct {
 	cancel     context.CancelFunc
 	done       sync.WaitGroup
 
-	mu       sync.Mutex
-	circuits map[string]*circuit
-	since    time.Time // of the current sync state
-	lastErr  string
-	closed   bool
+	mu           sync.Mutex
+	circuits     map[string]*circuit
+	since        time.Time // of the current sync state
+	lastErr      string
+	closed       bool
+	toldDegraded bool      // the log was told of the degraded state, not yet of its end
+	toldAt       time.Time // when the log was last told of it
 }
 
 // New connects to the fleet's Redis and starts syncing. A Redis that does
@@ -81,6 +93,9 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 100 * time.Millisecond
+	}
+	if cfg.remindEvery <= 0 {
+		cfg.remindEvery = remindEvery
 	}
 	shown := redact.BaseURL(cfg.RedisURL)
 	if cfg.RedisURL == "" {
@@ -99,13 +114,15 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	opt.ContextTimeoutEnabled = true
 	opt.MaxRetries = -1   // a failed round trip is retried by the next tick
 	opt.DialerRetries = 1 // a refused dial is an answer
+	opt.Dialer = quietDial(redis.NewDialer(opt))
 	// The loop is the pool's one user, one round trip at a time, so the
 	// pool never grows past a connection or two. Its size matters for
 	// another reason: after PoolSize failed dials go-redis stops dialling
 	// and probes once a second in a goroutine of its own, which would
-	// delay a resync by up to a second and outlive Close by as much. A
-	// large size keeps that gate shut: each tick dials, and a Redis that
-	// is back is seen on the next tick.
+	// delay a resync by up to a second and outlive Close by as much. The
+	// pool sees no failed dial (quietDial), and a large size keeps that
+	// gate shut even so: each tick dials, and a Redis that is back is
+	// seen on the next tick.
 	opt.PoolSize = 1 << 16
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
@@ -114,6 +131,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	rand.Read(id[:])
 	f := &Fleet{
 		cfg:      cfg,
+		log:      cfg.Logger,
 		url:      shown,
 		rdb:      redis.NewClient(opt),
 		channel:  "outbound:fleet:" + cfg.Namespace,
@@ -138,11 +156,12 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 }
 
 // FromEnv is [New] with the settings of OUTBOUND_FLEET_REDIS_URL and
-// OUTBOUND_FLEET_NAMESPACE, checked by the rules config.Load applies. When
+// OUTBOUND_FLEET_NAMESPACE, checked by the rules config.Load applies, and
+// opts for what the environment does not say. When
 // OUTBOUND_FLEET_REDIS_URL is unset it returns a nil *Fleet and no error:
 // its Option and Close do nothing, and a registry with a system at scope
 // fleet then refuses to build.
-func FromEnv(ctx context.Context) (*Fleet, error) {
+func FromEnv(ctx context.Context, opts ...EnvOption) (*Fleet, error) {
 	fc, err := config.LoadFleet()
 	if err != nil {
 		return nil, err
@@ -150,8 +169,24 @@ func FromEnv(ctx context.Context) (*Fleet, error) {
 	if fc.RedisURL == "" {
 		return nil, nil
 	}
-	return New(ctx, Config{RedisURL: fc.RedisURL, Namespace: fc.Namespace})
+	cfg := Config{RedisURL: fc.RedisURL, Namespace: fc.Namespace}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	return New(ctx, cfg)
 }
+
+// EnvOption sets, for [FromEnv], a field of Config that no environment
+// variable sets.
+type EnvOption interface{ apply(*Config) }
+
+type loggerOption struct{ l *slog.Logger }
+
+func (o loggerOption) apply(c *Config) { c.Logger = o.l }
+
+// WithLogger is Config.Logger for [FromEnv]: the logger told when the
+// fleet loses sync with Redis and when it is back.
+func WithLogger(l *slog.Logger) EnvOption { return loggerOption{l} }
 
 // Close stops syncing and closes the connections to Redis. The breakers
 // keep working, each on its own (local). Close is idempotent.
@@ -189,62 +224,6 @@ func (f *Fleet) clean(err error) string {
 		s = strings.ReplaceAll(s, f.cfg.RedisURL, f.url)
 	}
 	return redact.Printable(s)
-}
-
-// fail marks the fleet degraded: every breaker decides alone.
-func (f *Fleet) fail(err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.synced.Load() || f.lastErr == "" {
-		f.since = time.Now()
-	}
-	f.synced.Store(false)
-	f.lastErr = f.clean(err)
-}
-
-// ok marks the fleet in sync, once the listener receives the channel too.
-func (f *Fleet) ok() {
-	if f.synced.Load() || !f.subscribed.Load() {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return
-	}
-	f.since = time.Now()
-	f.synced.Store(true)
-}
-
-// Sync is the fleet's sync state, for the status page and metrics.
-type Sync struct {
-	// Synced is true while Redis answers: the breakers at scope fleet
-	// share evidence and state. False: each decides alone (local).
-	Synced bool `json:"synced"`
-	// Since is when the current state began (degraded since ...).
-	Since time.Time `json:"since"`
-	// LastError is the last Redis error, password redacted; it is kept
-	// after sync resumes.
-	LastError string `json:"last_error,omitempty"`
-	// Redis is the URL, password redacted.
-	Redis string `json:"redis"`
-	// Rejected counts the values read from Redis or the fleet's channel
-	// that no pod could have written, ignored: a version outside [0, 2^53),
-	// a field that is not a number, a key of the wrong type, garbage in a
-	// window, a reply or a message of the wrong shape. Another client
-	// writes under the namespace.
-	Rejected uint64 `json:"rejected,omitempty"`
-	// Capped counts the open times read past now + the system's
-	// BREAKER_OPEN_TIMEOUT, cut to it.
-	Capped uint64 `json:"capped,omitempty"`
-}
-
-// Sync returns the fleet's sync state.
-func (f *Fleet) Sync() Sync {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return Sync{Synced: f.synced.Load(), Since: f.since, LastError: f.lastErr, Redis: f.url,
-		Rejected: f.rejected.Load(), Capped: f.capped.Load()}
 }
 
 // SystemStatus is the fleet's view of one system.

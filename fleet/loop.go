@@ -35,6 +35,7 @@ func (f *Fleet) loop(ctx context.Context) {
 			last = time.Now()
 		}
 		f.showAll() // what the round trip read, or the open time passing
+		f.remind()
 	}
 }
 
