@@ -15,11 +15,7 @@ import (
 func bare(s settings) *circuit {
 	f := &Fleet{wakeCh: make(chan struct{}, 1), circuits: map[string]*circuit{}}
 	f.synced.Store(true)
-	c := &circuit{f: f, name: "payments", local: testLocal(s), judge: testJudge,
-		minRequests: s.minRequests, ratio: s.ratio, window: s.window, openTimeout: s.openTimeout,
-		probes: s.probes, lease: 2 * s.callTimeout, grantLife: s.callTimeout}
-	c.view.Store(&view{})
-	return c
+	return newCircuit(f, "payments", s, testLocal(s), testJudge)
 }
 
 // TestCircuitOpenThenHalfOpen: the view's open time runs on this pod's
@@ -44,7 +40,7 @@ func TestCircuitOpenThenHalfOpen(t *testing.T) {
 		if _, err := c.Execute(send); !errors.Is(err, gobreaker.ErrTooManyRequests) || !c.want.Load() || sent != 0 {
 			t.Fatalf("half-open without a lease: err %v, want %v, sent %d", err, c.want.Load(), sent)
 		}
-		c.applyLease(state{ver: 3, open: true}, []int64{1}, &roundTrip{}, time.Now())
+		c.applyLease(state{ver: 3, open: true}, []int64{1}, &roundTrip{sent: time.Now()}, time.Now())
 		c.Execute(func() (*http.Response, error) { sent++; return nil, errExcludedForTest })
 		if _, err := c.Execute(send); err != errUpstream || sent != 2 {
 			t.Fatalf("with a lease (given back once): err %v, sent %d; want the upstream's error, 2 sent", err, sent)

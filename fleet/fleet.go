@@ -36,7 +36,10 @@ type Config struct {
 	// ReadInterval is how often the state is read back when nothing was
 	// flushed, to catch a missed message. Zero: 1s.
 	ReadInterval time.Duration
-	// Timeout bounds each round trip to Redis. Zero: 100ms.
+	// Timeout bounds each round trip to Redis. Zero: 100ms. When round
+	// trips fail for 3 x Timeout (not one slow round trip on a busy
+	// machine), or Redis refuses a command, or the subscription breaks,
+	// the fleet is degraded: every breaker local.
 	Timeout time.Duration
 	// Logger is told when the fleet loses sync with Redis (with the
 	// cause), when it is back, and once a minute while it stays degraded:
@@ -67,9 +70,12 @@ type Fleet struct {
 	rejected   atomic.Uint64 // values read that were malformed or out of range
 	capped     atomic.Uint64 // open times read past now + BREAKER_OPEN_TIMEOUT
 	readSoon   atomic.Bool   // read every state on the next round trip
-	wakeCh     chan struct{}
-	cancel     context.CancelFunc
-	done       sync.WaitGroup
+	// failingSince is when the round trips began to fail, zero while they
+	// succeed (the loop's alone).
+	failingSince time.Time
+	wakeCh       chan struct{}
+	cancel       context.CancelFunc
+	done         sync.WaitGroup
 
 	mu           sync.Mutex
 	circuits     map[string]*circuit
@@ -292,15 +298,32 @@ func (f *Fleet) add(system string, s settings, local registry.Circuit, judge fun
 	if _, dup := f.circuits[system]; dup {
 		return nil, fmt.Errorf("fleet: system %q is already in this fleet (one Fleet per registry)", system)
 	}
-	c := &circuit{
-		f: f, name: system, base: f.prefix + ":" + system, local: local, judge: judge,
-		minRequests: s.minRequests, ratio: s.ratio, window: s.window, openTimeout: s.openTimeout,
-		probes: s.probes, lease: 2 * s.callTimeout, grantLife: s.callTimeout,
-	}
-	c.view.Store(&view{})
+	c := newCircuit(f, system, s, local, judge)
 	f.circuits[system] = c
 	f.wake()
 	return c, nil
+}
+
+// newCircuit is the fleet breaker of system on f, standing in for local.
+//
+// Its leases keep the promise of at most HALF_OPEN_PROBES probes in the
+// fleet per half-open round, measured from when the lease was asked for
+// (Redis takes it later): a grant admits probes for grantLife, each runs
+// at most CALL_TIMEOUT, and the lease lives grantLife + CALL_TIMEOUT, so
+// no lease expires under a probe it admitted. grantLife is at most
+// BREAKER_OPEN_TIMEOUT: the next round opens after Redis took the lease
+// and turns half-open BREAKER_OPEN_TIMEOUT later, so a grant of a round
+// that ended cannot send a probe into the next one, even on a pod that
+// has not heard of it.
+func newCircuit(f *Fleet, system string, s settings, local registry.Circuit, judge func(error) registry.Verdict) *circuit {
+	grantLife := min(s.callTimeout, s.openTimeout)
+	c := &circuit{
+		f: f, name: system, base: f.prefix + ":" + system, local: local, judge: judge,
+		minRequests: s.minRequests, ratio: s.ratio, window: s.window, openTimeout: s.openTimeout,
+		probes: s.probes, lease: grantLife + s.callTimeout, grantLife: grantLife,
+	}
+	c.view.Store(&view{})
+	return c
 }
 
 // settings are the breaker settings a fleet breaker shares with the

@@ -2,18 +2,27 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/sony/gobreaker/v2"
 )
 
-// TestHalfOpenProbesLeasedFleetWide: 5 pods, HALF_OPEN_PROBES=2: no round
-// (one open version) sends more than 2 probes across the fleet, and the
-// round that closes sends exactly 2.
+// TestHalfOpenProbesLeasedFleetWide: 5 pods, HALF_OPEN_PROBES=2, call a
+// dead upstream; after 1.5s it is healthy again. The pods have all seen
+// the fleet open before they call. Every call that reaches the upstream
+// while the fleet is half-open (the newest version any pod holds is open
+// and its open time has passed) counts against that round, whether a
+// leased probe or not: no round sends more than 2 across the fleet, and
+// the round that closes sends exactly 2. A call of a pod out of sync
+// (Redis slow under load: the pod is local) is not the fleet's and is
+// counted apart.
 func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 	srv := redistest.Start(t)
 	s := testSettings
@@ -28,13 +37,27 @@ func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 	if err != nil || r[0] != 1 {
 		t.Fatalf("trip: %v %v", r, err)
 	}
+	for _, c := range pods {
+		waitFor(t, time.Second, "every pod open", func() bool { return c.view.Load().ver == 1 })
+	}
 	var mu sync.Mutex
-	probes := map[int64]int{} // open version -> probes sent
+	probes := map[int64]int{} // open version -> calls sent in its half-open time
+	var ordinary, local int
 	healthy := atomic.Bool{}
 	send := func(c *circuit) func() (*http.Response, error) {
 		return func() (*http.Response, error) {
+			now, own, fleet := time.Now(), c.view.Load(), newest(pods)
 			mu.Lock()
-			probes[c.view.Load().ver]++
+			switch {
+			case !c.f.synced.Load():
+				local++
+			case fleet.open && !now.Before(fleet.until):
+				probes[fleet.ver]++
+			case own.open && !now.Before(own.until):
+				probes[own.ver]++ // a probe of a round this pod missed the end of
+			default:
+				ordinary++
+			}
 			mu.Unlock()
 			time.Sleep(30 * time.Millisecond)
 			if healthy.Load() {
@@ -68,21 +91,76 @@ func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	closedAt := pods[0].view.Load().ver // the closed version; its round was ver-1
-	rounds := 0
+	t.Logf("calls per half-open round: %v (closed at v%d); %d calls closed, %d out of sync", probes, closedAt, ordinary, local)
 	for ver, n := range probes {
-		if ver == 0 || ver >= closedAt {
-			continue // closed: ordinary calls (v0: before the pod saw the trip)
-		}
-		rounds++
 		if n > s.probes {
-			t.Errorf("open version %d: %d probes fleet-wide, want <= %d", ver, n, s.probes)
+			t.Errorf("open version %d: %d calls in its half-open time fleet-wide, want <= %d", ver, n, s.probes)
 		}
 	}
 	if got := probes[closedAt-1]; got != s.probes {
 		t.Errorf("the round that closed sent %d probes, want %d", got, s.probes)
 	}
-	if rounds < 3 {
-		t.Errorf("%d half-open rounds in 1.5s of a dead upstream (open 300ms), want >= 3", rounds)
+	if len(probes) < 3 {
+		t.Errorf("%d half-open rounds in 1.5s of a dead upstream (open 300ms), want >= 3", len(probes))
 	}
-	t.Logf("probes per open version: %v (closed at v%d)", probes, closedAt)
+}
+
+// newest is the newest view any pod holds: the fleet's state as near as
+// the pods know it.
+func newest(pods []*circuit) *view {
+	v := pods[0].view.Load()
+	for _, c := range pods[1:] {
+		if w := c.view.Load(); w.ver > v.ver {
+			v = w
+		}
+	}
+	return v
+}
+
+// TestLeaseOutlivesEveryProbeItsGrantAdmits: a lease is taken in Redis
+// when the round trip that asks for it arrives, after it was sent; its
+// reply may come late on a slow machine. A probe starts before the
+// grant ends and runs at most CALL_TIMEOUT, so the lease must last until
+// the grant's end plus CALL_TIMEOUT, counted from the request: a lease
+// that expired under a running probe would let another pod take it, one
+// probe more in the round.
+func TestLeaseOutlivesEveryProbeItsGrantAdmits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := testSettings
+		s.openTimeout, s.callTimeout = 300*time.Millisecond, 2*time.Second
+		c := bare(s)
+		sent := time.Now()
+		c.apply(state{ver: 5, open: true}, sent)
+		time.Sleep(250 * time.Millisecond) // the reply is late
+		c.applyLease(state{ver: 5, open: true}, []int64{1}, &roundTrip{sent: sent}, time.Now())
+		g := c.grant.Load()
+		if g == nil {
+			t.Fatal("no grant")
+		}
+		if last := g.until.Sub(sent) + s.callTimeout; last > c.lease {
+			t.Errorf("a probe may run until %v after the request, the lease lasts %v", last, c.lease)
+		}
+	})
+}
+
+// TestGrantEndsBeforeAnotherRoundCanBegin: a pod holds a lease of round 5
+// and misses the messages: round 5 ended (another pod's probe failed)
+// and round 6 opened, then turned half-open BREAKER_OPEN_TIMEOUT later.
+// Its grant must be over by then, or its probe of round 5 would reach the
+// upstream in round 6's half-open time, beside round 6's own probes.
+func TestGrantEndsBeforeAnotherRoundCanBegin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := testSettings
+		s.openTimeout, s.callTimeout = 300*time.Millisecond, 2*time.Second
+		c := bare(s)
+		c.apply(state{ver: 5, open: true}, time.Now())
+		sent := time.Now() // round 6 can open no sooner than Redis took this lease
+		c.applyLease(state{ver: 5, open: true}, []int64{1}, &roundTrip{sent: sent}, time.Now())
+		time.Sleep(s.openTimeout) // round 6's half-open begins, at the soonest
+		sentProbe := false
+		_, err := c.Execute(func() (*http.Response, error) { sentProbe = true; return nil, errUpstream })
+		if sentProbe || !errors.Is(err, gobreaker.ErrTooManyRequests) {
+			t.Errorf("a grant of round 5 %v after its request: probe sent %v (%v), want refused", s.openTimeout, sentProbe, err)
+		}
+	})
 }

@@ -92,6 +92,9 @@ func (f *Fleet) step(ctx context.Context, read bool) bool {
 		return false
 	}
 	if _, err := rt.pipe.Exec(rctx); err != nil {
+		if f.failingSince.IsZero() {
+			f.failingSince = rt.sent
+		}
 		for _, o := range rt.ops {
 			if o.undo != nil {
 				o.undo()
@@ -99,6 +102,7 @@ func (f *Fleet) step(ctx context.Context, read bool) bool {
 		}
 		return f.failed(rctx, err, circuits)
 	}
+	f.failingSince = time.Time{}
 	now := time.Now()
 	for _, o := range rt.ops {
 		if o.c == nil {
@@ -164,17 +168,17 @@ func (rt *roundTrip) changes(c *circuit) {
 	}
 }
 
-// failed handles a round trip that failed: a sync failure with its cause,
-// whether Redis could not be reached or refused a command (a Redis user
-// without the rights the fleet needs, a script that failed), unless
-// Redis had lost the scripts (it restarted empty): then they are loaded
-// again, and the loop runs again at once.
+// failed handles a round trip that failed: a sync failure with its cause
+// (stall), whether Redis could not be reached or refused a command (a
+// Redis user without the rights the fleet needs, a script that failed),
+// unless Redis had lost the scripts (it restarted empty): then they are
+// loaded again, and the loop runs again at once.
 func (f *Fleet) failed(ctx context.Context, err error, circuits []*circuit) bool {
 	if errors.Is(err, context.Canceled) {
 		return false // Close
 	}
 	if !redis.HasErrorPrefix(err, "NOSCRIPT") {
-		f.fail(err)
+		f.stall(err)
 		return false
 	}
 	for _, s := range scripts {
@@ -188,6 +192,23 @@ func (f *Fleet) failed(ctx context.Context, err error, circuits []*circuit) bool
 	}
 	f.wake()
 	return true
+}
+
+// stall takes a round trip's failure as a sync failure, but not at once
+// when Redis could not be reached in time while in sync: a machine under
+// load stalls a round trip now and then, and a pod that went local for
+// it would send every call of an open fleet breaker to the upstream (its
+// own breaker, closed, saw none of them). The fleet keeps its state, and
+// reads again on the next tick, until round trips have failed for
+// 3 x Timeout. A refusal by Redis (an error reply) is a failure at once.
+func (f *Fleet) stall(err error) {
+	var refused redis.Error
+	if f.synced.Load() && !errors.As(err, &refused) && time.Since(f.failingSince) < 3*f.cfg.Timeout {
+		f.note(err)
+		f.readSoon.Store(true)
+		return
+	}
+	f.fail(err)
 }
 
 // applyState applies the state a script replied.
@@ -210,7 +231,8 @@ func (c *circuit) applyWindow(st state, more []int64, rt *roundTrip, now time.Ti
 }
 
 // applyLease applies the reply of the lease script: a lease is one probe
-// this pod may start.
+// this pod may start, until grantLife after the request was sent (not
+// after the reply came: see newCircuit).
 func (c *circuit) applyLease(st state, more []int64, rt *roundTrip, now time.Time) {
 	c.applyState(st, nil, rt, now)
 	switch i := more[0]; {
@@ -219,7 +241,7 @@ func (c *circuit) applyLease(st state, more []int64, rt *roundTrip, now time.Tim
 	case i > 0:
 		g := c.grant.Load()
 		if g == nil || g.ver != st.ver || !now.Before(g.until) {
-			g = &grant{ver: st.ver, until: now.Add(c.grantLife)}
+			g = &grant{ver: st.ver, until: rt.sent.Add(c.grantLife)}
 			g.left.Store(1)
 			c.grant.Store(g)
 		} else {

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"testing"
@@ -80,5 +81,57 @@ func TestDegradedAndResync(t *testing.T) {
 	for _, f := range fleets {
 		d := waitFor(t, 2*time.Second, "in sync after resume", func() bool { return f.Sync().Synced })
 		t.Logf("in sync %v after resume", d)
+	}
+}
+
+// TestBriefStallKeepsTheFleetState: a round trip that times out (a Redis
+// or a machine stalled for less than 3 x Timeout) does not make the pod
+// local: its breaker stays the fleet's (open), so it sends nothing to the
+// upstream, and it stays in sync. A stall that lasts is a failure
+// (TestDegradedAndResync).
+func TestBriefStallKeepsTheFleetState(t *testing.T) {
+	srv := redistest.Start(t)
+	s := testSettings
+	s.openTimeout = time.Minute
+	const timeout = 200 * time.Millisecond
+	f, err := New(context.Background(), Config{RedisURL: srv.URL(), Namespace: "stall", FlushInterval: 50 * time.Millisecond,
+		Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	c, err := f.add("payments", s, testLocal(s), testJudge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "sync", f.synced.Load)
+	if _, err := runScript(c, tripScript, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Second, "open", func() bool { return c.State() == gobreaker.StateOpen })
+	sent := 0
+	call := func() {
+		c.Execute(func() (*http.Response, error) { sent++; return &http.Response{StatusCode: 200}, nil })
+	}
+	srv.Pause()
+	start := time.Now()
+	f.readSoon.Store(true)
+	f.wake() // a round trip now, into the stall
+	for f.Sync().LastError == "" && time.Since(start) < 5*time.Second {
+		call()
+		time.Sleep(time.Millisecond)
+	}
+	srv.Resume() // one round trip failed: the stall ends
+	stalled := time.Since(start)
+	for end := time.Now().Add(3 * timeout); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		call()
+	}
+	st := f.Sync()
+	t.Logf("Redis stalled %v (a round trip timed out: %q): %+v", stalled.Round(time.Millisecond), st.LastError, st)
+	if st.LastError == "" {
+		t.Fatalf("no round trip failed in %v of stall", stalled)
+	}
+	if !st.Synced || sent > 0 {
+		t.Errorf("after the stall: synced %v, %d calls sent to the upstream; want in sync, none sent", st.Synced, sent)
 	}
 }

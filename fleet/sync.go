@@ -36,6 +36,13 @@ func (f *Fleet) fail(err error) {
 	}
 }
 
+// note records err, a failure that does not degrade the fleet (yet).
+func (f *Fleet) note(err error) {
+	f.mu.Lock()
+	f.lastErr = f.clean(err)
+	f.mu.Unlock()
+}
+
 // ok marks the fleet in sync, once the listener receives the channel too.
 func (f *Fleet) ok() {
 	if f.synced.Load() || !f.subscribed.Load() {
