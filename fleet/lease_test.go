@@ -40,25 +40,11 @@ func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 	for _, c := range pods {
 		waitFor(t, time.Second, "every pod open", func() bool { return c.view.Load().ver == 1 })
 	}
-	var mu sync.Mutex
-	probes := map[int64]int{} // open version -> calls sent in its half-open time
-	var ordinary, local int
+	calls := &roundCalls{pods: pods, probes: map[int64]int{}}
 	healthy := atomic.Bool{}
 	send := func(c *circuit) func() (*http.Response, error) {
 		return func() (*http.Response, error) {
-			now, own, fleet := time.Now(), c.view.Load(), newest(pods)
-			mu.Lock()
-			switch {
-			case !c.f.synced.Load():
-				local++
-			case fleet.open && !now.Before(fleet.until):
-				probes[fleet.ver]++
-			case own.open && !now.Before(own.until):
-				probes[own.ver]++ // a probe of a round this pod missed the end of
-			default:
-				ordinary++
-			}
-			mu.Unlock()
+			calls.count(c)
 			time.Sleep(30 * time.Millisecond)
 			if healthy.Load() {
 				return &http.Response{StatusCode: 200}, nil
@@ -88,10 +74,11 @@ func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 	})
 	cancel()
 	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
+	calls.mu.Lock()
+	defer calls.mu.Unlock()
+	probes := calls.probes
 	closedAt := pods[0].view.Load().ver // the closed version; its round was ver-1
-	t.Logf("calls per half-open round: %v (closed at v%d); %d calls closed, %d out of sync", probes, closedAt, ordinary, local)
+	t.Logf("calls per half-open round: %v (closed at v%d); %d calls closed, %d out of sync", probes, closedAt, calls.ordinary, calls.local)
 	for ver, n := range probes {
 		if n > s.probes {
 			t.Errorf("open version %d: %d calls in its half-open time fleet-wide, want <= %d", ver, n, s.probes)
@@ -102,6 +89,36 @@ func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 	}
 	if len(probes) < 3 {
 		t.Errorf("%d half-open rounds in 1.5s of a dead upstream (open 300ms), want >= 3", len(probes))
+	}
+}
+
+// roundCalls counts the calls that reach the upstream by the round of
+// the fleet they fall in.
+type roundCalls struct {
+	pods []*circuit
+
+	mu       sync.Mutex
+	probes   map[int64]int // open version -> calls in its half-open time
+	ordinary int           // calls while the fleet is closed (or open, not yet half-open)
+	local    int           // calls of a pod out of sync
+}
+
+// count counts a call of pod c sent now: against the round the newest
+// view of any pod says is half-open, else against c's own (a probe of a
+// round c missed the end of).
+func (r *roundCalls) count(c *circuit) {
+	now, own, fleet := time.Now(), c.view.Load(), newest(r.pods)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case !c.f.synced.Load():
+		r.local++
+	case fleet.open && !now.Before(fleet.until):
+		r.probes[fleet.ver]++
+	case own.open && !now.Before(own.until):
+		r.probes[own.ver]++
+	default:
+		r.ordinary++
 	}
 }
 
