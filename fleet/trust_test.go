@@ -306,3 +306,47 @@ func TestGarbageInTheWindowDoesNotStopTheFleetOpening(t *testing.T) {
 		t.Errorf("the window of version 0 is still there (%s): the trip deletes it", left)
 	}
 }
+
+// TestForgedLeaseLastsNoLongerThanALease: another client takes the probe
+// leases of the fleet's open version for good (no expiry) or for 10^12
+// ms. The pods cut them to their own lease life (min(CALL_TIMEOUT,
+// BREAKER_OPEN_TIMEOUT) + CALL_TIMEOUT: 3s here), as if a pod had died
+// holding them, and serve again once they expire.
+func TestForgedLeaseLastsNoLongerThanALease(t *testing.T) {
+	srv := redistest.Start(t)
+	f := newForeign(srv, "lease")
+	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
+	pods := startPods(t, 3, srv, "lease", "fleet", up.URL, map[string]string{
+		"PAYMENTS_BREAKER_OPEN_TIMEOUT": "1s", "PAYMENTS_BREAKER_HALF_OPEN_PROBES": "2",
+		"PAYMENTS_CONNECT_TIMEOUT": "200ms", "PAYMENTS_TLS_HANDSHAKE_TIMEOUT": "300ms", "PAYMENTS_READ_TIMEOUT": "500ms",
+		"PAYMENTS_CALL_TIMEOUT": "2s",
+	})
+	f.do(t, "SET", f.base+":probe:7:1", "forged")
+	f.do(t, "SET", f.base+":probe:7:2", "forged", "PX", "1000000000000")
+	f.do(t, "HSET", f.state, "v", "7", "s", "1", "u", strconv.FormatInt(ms(time.Now())+500, 10))
+	stopped := time.Now()
+	allOpen(t, pods)
+	const leaseLife = 3 * time.Second
+	waitFor(t, 3*time.Second, "the forged leases cut", func() bool {
+		for _, p := range pods {
+			get(context.Background(), p.c) // half-open: the pods ask for leases
+		}
+		time.Sleep(10 * time.Millisecond)
+		for _, i := range []string{"1", "2"} {
+			ttl, err := strconv.Atoi(f.do(t, "PTTL", f.base+":probe:7:"+i))
+			if err != nil || ttl < 0 || ttl > int(leaseLife.Milliseconds()) {
+				return false
+			}
+		}
+		return true
+	})
+	d := servedAgain(t, pods, stopped, time.Second+leaseLife+2*time.Second)
+	var rejected uint64
+	for _, p := range pods {
+		rejected += p.fleet.Sync().Rejected
+	}
+	t.Logf("leases forged for good: every pod served again %v after the writes (lease life %v); %d values rejected", d.Round(time.Millisecond), leaseLife, rejected)
+	if rejected < 2 {
+		t.Errorf("%d values rejected, want >= 2 (the two forged leases)", rejected)
+	}
+}
