@@ -160,23 +160,24 @@ func (c *circuit) Counts() gobreaker.Counts { return c.local.Counts() }
 // FleetSync is the fleet's sync state, for the registry's Status.
 func (c *circuit) FleetSync() observe.FleetSync {
 	s := c.f.Sync()
-	return observe.FleetSync{Synced: s.Synced, Since: s.Since, LastError: s.LastError}
+	return observe.FleetSync{Synced: s.Synced, Since: s.Since, LastError: s.LastError, Rejected: s.Rejected, Capped: s.Capped}
 }
 
-// apply moves the view to version ver when it is newer. It reports
-// whether ver is older than the view: Redis lost what it had.
-func (c *circuit) apply(ver int64, open bool, left time.Duration, now time.Time) (behind bool) {
+// apply moves the view to st when st is newer. It reports whether st is
+// older than the view: Redis lost what it had. A view at maxVersion takes
+// any other version: the change after maxVersion is version 1.
+func (c *circuit) apply(st state, now time.Time) (behind bool) {
 	for {
 		cur := c.view.Load()
-		if ver < cur.ver {
-			return true
-		}
-		if ver == cur.ver {
+		if st.ver == cur.ver {
 			return false
 		}
-		nv := &view{ver: ver, open: open}
-		if open {
-			nv.until = now.Add(left)
+		if st.ver < cur.ver && cur.ver < maxVersion {
+			return true
+		}
+		nv := &view{ver: st.ver, open: st.open}
+		if st.open {
+			nv.until = now.Add(st.left)
 		}
 		if c.view.CompareAndSwap(cur, nv) {
 			return false

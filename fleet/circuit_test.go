@@ -15,11 +15,7 @@ import (
 func bare(s settings) *circuit {
 	f := &Fleet{wakeCh: make(chan struct{}, 1), circuits: map[string]*circuit{}}
 	f.synced.Store(true)
-	c := &circuit{f: f, name: "payments", local: testLocal(s), judge: testJudge,
-		minRequests: s.minRequests, ratio: s.ratio, window: s.window, openTimeout: s.openTimeout,
-		probes: s.probes, lease: 2 * s.callTimeout, grantLife: s.callTimeout}
-	c.view.Store(&view{})
-	return c
+	return newCircuit(f, "payments", s, testLocal(s), testJudge)
 }
 
 // TestCircuitOpenThenHalfOpen: the view's open time runs on this pod's
@@ -30,7 +26,7 @@ func TestCircuitOpenThenHalfOpen(t *testing.T) {
 		c := bare(testSettings)
 		sent := 0
 		send := func() (*http.Response, error) { sent++; return nil, errUpstream }
-		c.apply(3, true, time.Second, time.Now())
+		c.apply(state{ver: 3, open: true, left: time.Second}, time.Now())
 		if st := c.State(); st != gobreaker.StateOpen {
 			t.Fatalf("State = %v, want open", st)
 		}
@@ -44,7 +40,7 @@ func TestCircuitOpenThenHalfOpen(t *testing.T) {
 		if _, err := c.Execute(send); !errors.Is(err, gobreaker.ErrTooManyRequests) || !c.want.Load() || sent != 0 {
 			t.Fatalf("half-open without a lease: err %v, want %v, sent %d", err, c.want.Load(), sent)
 		}
-		applyLease(c, []int64{3, 1, -1, 1}, time.Now())
+		c.applyLease(state{ver: 3, open: true}, []int64{1}, &roundTrip{sent: time.Now()}, time.Now())
 		c.Execute(func() (*http.Response, error) { sent++; return nil, errExcludedForTest })
 		if _, err := c.Execute(send); err != errUpstream || sent != 2 {
 			t.Fatalf("with a lease (given back once): err %v, sent %d; want the upstream's error, 2 sent", err, sent)
@@ -55,8 +51,8 @@ func TestCircuitOpenThenHalfOpen(t *testing.T) {
 		if len(c.results) != 1 || c.results[0] != (probeResult{ver: 3, ok: false}) {
 			t.Errorf("probe results %v, want one failure of v3", c.results)
 		}
-		c.apply(2, false, 0, time.Now()) // stale: ignored
-		c.apply(4, true, time.Second, time.Now())
+		c.apply(state{ver: 2}, time.Now()) // stale: ignored
+		c.apply(state{ver: 4, open: true, left: time.Second}, time.Now())
 		if _, err := c.Execute(send); !errors.Is(err, gobreaker.ErrOpenState) {
 			t.Errorf("a newer open: %v", err)
 		}
@@ -70,7 +66,7 @@ var errExcludedForTest = errors.New("excluded")
 func TestCircuitDegradedIsLocal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := bare(testSettings)
-		c.apply(1, true, time.Hour, time.Now())
+		c.apply(state{ver: 1, open: true, left: time.Hour}, time.Now())
 		c.f.synced.Store(false)
 		if _, err := c.Execute(func() (*http.Response, error) { return &http.Response{}, nil }); err != nil {
 			t.Fatalf("degraded: %v, want the local breaker's pass", err)

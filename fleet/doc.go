@@ -40,12 +40,59 @@
 //     (SET NX PX, one of BREAKER_HALF_OPEN_PROBES per open version) and
 //     sends one probe; the others refuse. A failed probe opens again, the
 //     last of HALF_OPEN_PROBES successes closes: at most that many probes
-//     run in the whole fleet per round.
-//   - Redis failing, slow or emptied: a round trip that fails, or a
-//     subscription that breaks, makes the fleet degraded (every breaker
-//     local) until a round trip succeeds; a state Redis lost (a restart
-//     came back empty) is written back from the pods' view. [Fleet.Sync]
-//     says which, since when, and the last error.
+//     run in the whole fleet per round, among the pods in sync. A lease
+//     lets its pod start a probe for min(CALL_TIMEOUT,
+//     BREAKER_OPEN_TIMEOUT) from when it asked, and lives that plus
+//     CALL_TIMEOUT in Redis: it never expires under its probe, and a pod
+//     that missed the round's end cannot probe into the next round. A pod
+//     that has not heard of an open yet (one message's delivery, about a
+//     FlushInterval at worst) still calls as closed.
+//   - Redis failing, slow or emptied: round trips that fail for
+//     3 x Config.Timeout (one slow round trip on a busy machine is not
+//     enough), a command Redis refuses (a user without the rights to run
+//     scripts, write or publish: they are checked before the fleet counts
+//     itself in sync), or a subscription that breaks, make the fleet
+//     degraded (every breaker local) until a round trip succeeds; a state
+//     Redis lost (a restart came back empty) is written back from the
+//     pods' view. [Fleet.Sync] says which, since when, and the last error
+//     (password redacted); Config.Logger is told once per change, and
+//     reminded once a minute while degraded. go-redis's own log of failed
+//     dials never reaches the standard error.
+//
+// # What a pod believes
+//
+// Redis is shared ground: another client may write anything under the
+// namespace, and a pod reads what Redis and the channel say as input,
+// checked like an environment variable, in Go and in the scripts alike:
+//
+//   - A version is an integer in [0, 2^53-1] (Lua numbers are doubles);
+//     the change after 2^53-1 is version 1, which a view at 2^53-1 takes.
+//   - s is 0 (closed) or 1 (open); an open time past now + the system's
+//     own BREAKER_OPEN_TIMEOUT is cut to it, in the pod's view and in
+//     Redis.
+//   - A state of the wrong type or whose fields are not such numbers is
+//     garbage: deleted and read as no state (closed, version 0), which
+//     the pods then write over. Window fields no pod writes (names, counts
+//     that are not numbers, buckets in the future, more failures than
+//     requests) are deleted before the window is counted and its expiry
+//     set. A lease with no expiry, or one past the pod's lease life, gets
+//     the pod's lease life.
+//   - Replies and messages of the wrong shape are ignored. Whatever is
+//     ignored is counted in Sync.Rejected, whatever is cut in Sync.Capped.
+//   - A pod writes back (restore, trip, probe) only a state it accepts
+//     itself, and the scripts check what they are given by the same rules.
+//
+// So whatever another client writes, once the writes stop every pod
+// serves a healthy upstream again within BREAKER_OPEN_TIMEOUT +
+// Config.ReadInterval (the time to read what was written) and a probe:
+// within 2 x BREAKER_OPEN_TIMEOUT when ReadInterval is no longer than
+// it. Two exceptions are bounded otherwise: a forged probe lease holds
+// its round as a pod that died mid-probe would, for at most its lease
+// life; forged counts in the current window weigh on the failure ratio
+// until their bucket leaves BREAKER_WINDOW (a pod's own breaker still
+// trips the fleet's). The pods of one system should share its settings:
+// a pod cuts open times and leases to its own BREAKER_OPEN_TIMEOUT and
+// CALL_TIMEOUT.
 //
 // # What observers see
 //

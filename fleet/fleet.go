@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,8 +37,19 @@ type Config struct {
 	// ReadInterval is how often the state is read back when nothing was
 	// flushed, to catch a missed message. Zero: 1s.
 	ReadInterval time.Duration
-	// Timeout bounds each round trip to Redis. Zero: 100ms.
+	// Timeout bounds each round trip to Redis. Zero: 100ms. When round
+	// trips fail for 3 x Timeout (not one slow round trip on a busy
+	// machine), or Redis refuses a command, or the subscription breaks,
+	// the fleet is degraded: every breaker local.
 	Timeout time.Duration
+	// Logger is told when the fleet loses sync with Redis (with the
+	// cause), when it is back, and once a minute while it stays degraded:
+	// never a record per failed round trip. Nil: nothing is logged; Sync
+	// and the registry's Status say it all. go-redis's own log (a failed
+	// dial) never reaches the process's standard error.
+	Logger *slog.Logger
+
+	remindEvery time.Duration // tests: how often a degraded fleet says so again
 }
 
 // Fleet keeps the breakers of a registry's systems at scope fleet in sync
@@ -46,23 +58,33 @@ type Config struct {
 // it. A Fleet is safe for concurrent use; Close stops both goroutines.
 type Fleet struct {
 	cfg     Config
-	url     string // RedisURL redacted
+	log     *slog.Logger // nil: silent
+	url     string       // RedisURL redacted
 	rdb     *redis.Client
 	ps      *redis.PubSub
 	channel string
 	prefix  string // of every key: outbound:fleet:<namespace>
 	holder  string // this pod's name on its leases
 
-	synced atomic.Bool
-	wakeCh chan struct{}
-	cancel context.CancelFunc
-	done   sync.WaitGroup
+	synced     atomic.Bool
+	subscribed atomic.Bool   // the listener receives the channel
+	rejected   atomic.Uint64 // values read that were malformed or out of range
+	capped     atomic.Uint64 // open times read past now + BREAKER_OPEN_TIMEOUT
+	readSoon   atomic.Bool   // read every state on the next round trip
+	// failingSince is when the round trips began to fail, zero while they
+	// succeed (the loop's alone).
+	failingSince time.Time
+	wakeCh       chan struct{}
+	cancel       context.CancelFunc
+	done         sync.WaitGroup
 
-	mu       sync.Mutex
-	circuits map[string]*circuit
-	since    time.Time // of the current sync state
-	lastErr  string
-	closed   bool
+	mu           sync.Mutex
+	circuits     map[string]*circuit
+	since        time.Time // of the current sync state
+	lastErr      string
+	closed       bool
+	toldDegraded bool      // the log was told of the degraded state, not yet of its end
+	toldAt       time.Time // when the log was last told of it
 }
 
 // New connects to the fleet's Redis and starts syncing. A Redis that does
@@ -78,6 +100,9 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 100 * time.Millisecond
+	}
+	if cfg.remindEvery <= 0 {
+		cfg.remindEvery = remindEvery
 	}
 	shown := redact.BaseURL(cfg.RedisURL)
 	if cfg.RedisURL == "" {
@@ -96,13 +121,15 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	opt.ContextTimeoutEnabled = true
 	opt.MaxRetries = -1   // a failed round trip is retried by the next tick
 	opt.DialerRetries = 1 // a refused dial is an answer
+	opt.Dialer = quietDial(redis.NewDialer(opt))
 	// The loop is the pool's one user, one round trip at a time, so the
 	// pool never grows past a connection or two. Its size matters for
 	// another reason: after PoolSize failed dials go-redis stops dialling
 	// and probes once a second in a goroutine of its own, which would
-	// delay a resync by up to a second and outlive Close by as much. A
-	// large size keeps that gate shut: each tick dials, and a Redis that
-	// is back is seen on the next tick.
+	// delay a resync by up to a second and outlive Close by as much. The
+	// pool sees no failed dial (quietDial), and a large size keeps that
+	// gate shut even so: each tick dials, and a Redis that is back is
+	// seen on the next tick.
 	opt.PoolSize = 1 << 16
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
@@ -111,6 +138,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	rand.Read(id[:])
 	f := &Fleet{
 		cfg:      cfg,
+		log:      cfg.Logger,
 		url:      shown,
 		rdb:      redis.NewClient(opt),
 		channel:  "outbound:fleet:" + cfg.Namespace,
@@ -135,11 +163,12 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 }
 
 // FromEnv is [New] with the settings of OUTBOUND_FLEET_REDIS_URL and
-// OUTBOUND_FLEET_NAMESPACE, checked by the rules config.Load applies. When
+// OUTBOUND_FLEET_NAMESPACE, checked by the rules config.Load applies, and
+// opts for what the environment does not say. When
 // OUTBOUND_FLEET_REDIS_URL is unset it returns a nil *Fleet and no error:
 // its Option and Close do nothing, and a registry with a system at scope
 // fleet then refuses to build.
-func FromEnv(ctx context.Context) (*Fleet, error) {
+func FromEnv(ctx context.Context, opts ...EnvOption) (*Fleet, error) {
 	fc, err := config.LoadFleet()
 	if err != nil {
 		return nil, err
@@ -147,8 +176,24 @@ func FromEnv(ctx context.Context) (*Fleet, error) {
 	if fc.RedisURL == "" {
 		return nil, nil
 	}
-	return New(ctx, Config{RedisURL: fc.RedisURL, Namespace: fc.Namespace})
+	cfg := Config{RedisURL: fc.RedisURL, Namespace: fc.Namespace}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	return New(ctx, cfg)
 }
+
+// EnvOption sets, for [FromEnv], a field of Config that no environment
+// variable sets.
+type EnvOption interface{ apply(*Config) }
+
+type loggerOption struct{ l *slog.Logger }
+
+func (o loggerOption) apply(c *Config) { c.Logger = o.l }
+
+// WithLogger is Config.Logger for [FromEnv]: the logger told when the
+// fleet loses sync with Redis and when it is back.
+func WithLogger(l *slog.Logger) EnvOption { return loggerOption{l} }
 
 // Close stops syncing and closes the connections to Redis. The breakers
 // keep working, each on its own (local). Close is idempotent.
@@ -186,52 +231,6 @@ func (f *Fleet) clean(err error) string {
 		s = strings.ReplaceAll(s, f.cfg.RedisURL, f.url)
 	}
 	return redact.Printable(s)
-}
-
-// fail marks the fleet degraded: every breaker decides alone.
-func (f *Fleet) fail(err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.synced.Load() || f.lastErr == "" {
-		f.since = time.Now()
-	}
-	f.synced.Store(false)
-	f.lastErr = f.clean(err)
-}
-
-// ok marks the fleet in sync.
-func (f *Fleet) ok() {
-	if f.synced.Load() {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return
-	}
-	f.since = time.Now()
-	f.synced.Store(true)
-}
-
-// Sync is the fleet's sync state, for the status page and metrics.
-type Sync struct {
-	// Synced is true while Redis answers: the breakers at scope fleet
-	// share evidence and state. False: each decides alone (local).
-	Synced bool `json:"synced"`
-	// Since is when the current state began (degraded since ...).
-	Since time.Time `json:"since"`
-	// LastError is the last Redis error, password redacted; it is kept
-	// after sync resumes.
-	LastError string `json:"last_error,omitempty"`
-	// Redis is the URL, password redacted.
-	Redis string `json:"redis"`
-}
-
-// Sync returns the fleet's sync state.
-func (f *Fleet) Sync() Sync {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return Sync{Synced: f.synced.Load(), Since: f.since, LastError: f.lastErr, Redis: f.url}
 }
 
 // SystemStatus is the fleet's view of one system.
@@ -309,15 +308,32 @@ func (f *Fleet) add(system string, s settings, local registry.Circuit, judge fun
 	if _, dup := f.circuits[system]; dup {
 		return nil, fmt.Errorf("fleet: system %q is already in this fleet (one Fleet per registry)", system)
 	}
-	c := &circuit{
-		f: f, name: system, base: f.prefix + ":" + system, local: local, judge: judge,
-		minRequests: s.minRequests, ratio: s.ratio, window: s.window, openTimeout: s.openTimeout,
-		probes: s.probes, lease: 2 * s.callTimeout, grantLife: s.callTimeout,
-	}
-	c.view.Store(&view{})
+	c := newCircuit(f, system, s, local, judge)
 	f.circuits[system] = c
 	f.wake()
 	return c, nil
+}
+
+// newCircuit is the fleet breaker of system on f, standing in for local.
+//
+// Its leases keep the promise of at most HALF_OPEN_PROBES probes in the
+// fleet per half-open round, measured from when the lease was asked for
+// (Redis takes it later): a grant admits probes for grantLife, each runs
+// at most CALL_TIMEOUT, and the lease lives grantLife + CALL_TIMEOUT, so
+// no lease expires under a probe it admitted. grantLife is at most
+// BREAKER_OPEN_TIMEOUT: the next round opens after Redis took the lease
+// and turns half-open BREAKER_OPEN_TIMEOUT later, so a grant of a round
+// that ended cannot send a probe into the next one, even on a pod that
+// has not heard of it.
+func newCircuit(f *Fleet, system string, s settings, local registry.Circuit, judge func(error) observe.Verdict) *circuit {
+	grantLife := min(s.callTimeout, s.openTimeout)
+	c := &circuit{
+		f: f, name: system, base: f.prefix + ":" + system, local: local, judge: judge,
+		minRequests: s.minRequests, ratio: s.ratio, window: s.window, openTimeout: s.openTimeout,
+		probes: s.probes, lease: grantLife + s.callTimeout, grantLife: grantLife,
+	}
+	c.view.Store(&view{})
+	return c
 }
 
 // settings are the breaker settings a fleet breaker shares with the

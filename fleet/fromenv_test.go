@@ -1,9 +1,12 @@
 package fleet_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,4 +103,46 @@ func startPodsNoWait(t *testing.T, srv *redistest.Server, baseURL string) []*pod
 		"OUTBOUND_FLEET_REDIS_URL": srv.URL(), "OUTBOUND_FLEET_NAMESPACE": "down",
 	}, registrytest.With(f.Option()))
 	return []*pod{{reg: reg, fleet: f, c: reg.MustClient("payments")}}
+}
+
+// TestFromEnvWithLogger: the logger given to FromEnv is told when the
+// fleet cannot reach its Redis, with the cause and the password hidden.
+func TestFromEnvWithLogger(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Kill()
+	var buf syncBuffer
+	t.Setenv("OUTBOUND_FLEET_REDIS_URL", "redis://:hunter2@"+srv.Addr())
+	t.Setenv("OUTBOUND_FLEET_NAMESPACE", "logged")
+	f, err := fleet.FromEnv(context.Background(), fleet.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	registrytest.New(t, map[string]string{ // a system at scope fleet: the fleet talks to Redis
+		"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": "http://127.0.0.1:1", "PAYMENTS_BREAKER_SCOPE": "fleet",
+		"OUTBOUND_FLEET_REDIS_URL": srv.URL(), "OUTBOUND_FLEET_NAMESPACE": "logged",
+	}, registrytest.With(f.Option()))
+	waitFor(t, 2*time.Second, "a record", func() bool { return strings.Contains(buf.String(), "out of sync") })
+	if s := buf.String(); !strings.Contains(s, "connection refused") || strings.Contains(s, "hunter2") {
+		t.Errorf("the log: %s; want the cause, and no password", s)
+	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger written from the fleet's
+// goroutines while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"errors"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,23 +30,38 @@ func (f *Fleet) loop(ctx context.Context) {
 		case <-tick.C:
 		case <-f.wakeCh:
 		}
-		read := !f.synced.Load() || time.Since(last) >= f.cfg.ReadInterval
+		read := f.readSoon.Swap(false) || !f.synced.Load() || time.Since(last) >= f.cfg.ReadInterval
 		if f.step(ctx, read) {
 			last = time.Now()
 		}
 		f.showAll() // what the round trip read, or the open time passing
+		f.remind()
 	}
 }
 
-// op is one script call of a round trip and what to do with its reply.
+// roundTrip is one pipelined round trip to Redis: the script calls it
+// carries, what to do with each reply, and what to put back if it fails.
+type roundTrip struct {
+	f    *Fleet
+	ctx  context.Context
+	pipe redis.Pipeliner
+	sent time.Time // before any of it was sent
+	ops  []op
+}
+
+// op is one script call of a round trip.
 type op struct {
-	c     *circuit
+	c     *circuit // nil: the check
 	cmd   *redis.Cmd
-	apply func(c *circuit, r []int64, now time.Time)
+	more  int // values of the reply after the state's
+	apply func(st state, more []int64, rt *roundTrip, now time.Time)
+	undo  func() // the round trip failed: put back what was taken for it
 }
 
 // step runs one round trip, reading every system's state when read is
-// set, and reports whether Redis answered.
+// set, and reports whether Redis answered. Degraded, the round trip
+// carries the check (checkScript) too: the fleet is in sync again only
+// once Redis runs every kind of command it needs.
 func (f *Fleet) step(ctx context.Context, read bool) bool {
 	circuits := f.snapshot()
 	if len(circuits) == 0 {
@@ -56,130 +70,202 @@ func (f *Fleet) step(ctx context.Context, read bool) bool {
 	synced := f.synced.Load()
 	rctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
-	pipe := f.rdb.Pipeline()
-	var ops []op
-	run := func(c *circuit, s *redis.Script, apply func(*circuit, []int64, time.Time), args ...any) {
-		ops = append(ops, op{c: c, cmd: s.EvalSha(rctx, pipe, []string{c.base + ":state"}, args...), apply: apply})
+	rt := &roundTrip{f: f, ctx: rctx, pipe: f.rdb.Pipeline(), sent: time.Now()}
+	if !synced {
+		rt.ops = append(rt.ops, op{cmd: checkScript.EvalSha(rctx, rt.pipe, []string{f.prefix + ":pod:" + f.holder},
+			f.channel, hello+" "+f.holder, checkLife.Milliseconds())})
 	}
 	for _, c := range circuits {
-		v := c.view.Load()
 		if synced {
-			if c.restore.Swap(false) {
-				left := int64(0)
-				if v.open {
-					left = time.Until(v.until).Milliseconds()
-				}
-				run(c, restoreScript, applyState, v.ver, b2i(v.open), left, f.channel, c.name)
-			}
-			c.mu.Lock()
-			results := c.results
-			c.results = nil
-			propose := !v.open && c.proposed != v.ver+1 && c.local.State() == gobreaker.StateOpen
-			if propose {
-				c.proposed = v.ver + 1
-			}
-			c.mu.Unlock()
-			for _, r := range results {
-				run(c, probeScript, applyState, r.ver, b2i(r.ok), c.probes, c.openTimeout.Milliseconds(), f.channel, c.name)
-			}
-			if propose {
-				run(c, tripScript, applyState, v.ver, c.openTimeout.Milliseconds(), f.channel, c.name)
-			}
-			// A lease is asked for when a call wanted one, at most once
-			// per leaseEvery: refused calls wake the loop, and must not
-			// turn into Redis commands at the call rate.
-			if now := time.Now(); v.open && !now.Before(v.until) && now.Sub(c.leased) >= leaseEvery(f.cfg) && c.want.Swap(false) {
-				c.leased = now
-				run(c, leaseScript, applyLease, c.base, v.ver, c.probes, c.lease.Milliseconds(), f.holder)
-			}
+			rt.changes(c)
 		}
 		reqs, fails := c.reqs.Swap(0), c.fails.Swap(0)
 		if !synced {
 			reqs, fails = 0, 0 // evidence gathered while degraded is stale
 		}
 		if reqs > 0 || read {
-			run(c, syncScript, applyWindow, c.base, reqs, fails, (c.window / 10).Milliseconds(), 10,
-				c.minRequests, strconv.FormatFloat(c.ratio, 'g', -1, 64), c.openTimeout.Milliseconds(), f.channel, c.name)
+			rt.run(c, syncScript, 2, (*circuit).applyWindow, nil, reqs, fails, (c.window / 10).Milliseconds(), 10,
+				c.minRequests, strconv.FormatFloat(c.ratio, 'g', -1, 64))
 		}
 	}
-	if len(ops) == 0 {
+	if len(rt.ops) == 0 {
 		return false
 	}
-	_, err := pipe.Exec(rctx)
-	if err != nil && !isScriptErr(err) {
-		if !errors.Is(err, context.Canceled) {
-			f.fail(err)
+	if _, err := rt.pipe.Exec(rctx); err != nil {
+		if f.failingSince.IsZero() {
+			f.failingSince = rt.sent
 		}
-		return false
-	}
-	if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
-		// Redis restarted empty: load the scripts, and run again now.
-		for _, s := range scripts {
-			if lerr := s.Load(rctx, f.rdb).Err(); lerr != nil {
-				f.fail(lerr)
-				return false
+		for _, o := range rt.ops {
+			if o.undo != nil {
+				o.undo()
 			}
 		}
-		f.wake()
-		for _, c := range circuits {
-			c.restore.Store(true) // a restart empties the state too
-		}
-		return true
+		return f.failed(rctx, err, circuits)
 	}
+	f.failingSince = time.Time{}
 	now := time.Now()
-	for _, o := range ops {
-		r, err := o.cmd.Int64Slice()
-		if err != nil || len(r) < 3 {
+	for _, o := range rt.ops {
+		if o.c == nil {
 			continue
 		}
-		o.apply(o.c, r, now)
+		if st, more, ok := o.c.readReply(o.cmd, o.more); ok {
+			o.apply(st, more, rt, now)
+		}
 	}
 	f.ok()
 	return true
 }
 
-// isScriptErr reports whether err is Redis answering a script call with
-// an error (NOSCRIPT, or a script that failed), not a failure to reach
-// it. go-redis offers no type for it; redis.Error is the server's reply.
-func isScriptErr(err error) bool {
-	var re redis.Error
-	var ne net.Error
-	return errors.As(err, &re) && !errors.As(err, &ne)
+// checkLife is how long the key the check writes lives.
+const checkLife = 10 * time.Second
+
+// run adds a call of script s on c's state, with the four arguments
+// every script takes (scripts.go) before args.
+func (rt *roundTrip) run(c *circuit, s *redis.Script, more int, apply func(*circuit, state, []int64, *roundTrip, time.Time), undo func(), args ...any) {
+	argv := append([]any{c.base, rt.f.channel, c.name, c.openTimeout.Milliseconds()}, args...)
+	rt.ops = append(rt.ops, op{
+		c: c, cmd: s.EvalSha(rt.ctx, rt.pipe, []string{c.base + ":state"}, argv...), more: more,
+		apply: func(st state, more []int64, rt *roundTrip, now time.Time) { apply(c, st, more, rt, now) },
+		undo:  undo,
+	})
 }
 
-// applyState applies the reply {v, s, ms left} of any script.
-func applyState(c *circuit, r []int64, now time.Time) {
-	if c.apply(r[0], r[1] == 1, time.Duration(r[2])*time.Millisecond, now) {
+// changes adds what c has to change in Redis: a state Redis lost, probe
+// results, a trip of its own breaker, a lease a call wanted.
+func (rt *roundTrip) changes(c *circuit) {
+	v := c.view.Load()
+	if c.restore.Swap(false) {
+		left := int64(0)
+		if v.open {
+			left = max(0, time.Until(v.until).Milliseconds())
+		}
+		rt.run(c, restoreScript, 0, (*circuit).applyState, func() { c.restore.Store(true) }, v.ver, b2i(v.open), left)
+	}
+	c.mu.Lock()
+	results := c.results
+	c.results = nil
+	propose := !v.open && c.proposed != v.ver+1 && c.local.State() == gobreaker.StateOpen
+	if propose {
+		c.proposed = v.ver + 1
+	}
+	c.mu.Unlock()
+	for i, r := range results {
+		var undo func()
+		if i == 0 {
+			undo = func() { c.requeue(results) }
+		}
+		rt.run(c, probeScript, 0, (*circuit).applyState, undo, r.ver, b2i(r.ok), c.probes)
+	}
+	if propose {
+		rt.run(c, tripScript, 0, (*circuit).applyState, func() { c.unpropose(v.ver) }, v.ver)
+	}
+	// A lease is asked for when a call wanted one, at most once per
+	// leaseEvery: refused calls wake the loop, and must not turn into
+	// Redis commands at the call rate.
+	if now := time.Now(); v.open && !now.Before(v.until) && now.Sub(c.leased) >= leaseEvery(rt.f.cfg) && c.want.Swap(false) {
+		c.leased = now
+		rt.run(c, leaseScript, 1, (*circuit).applyLease, func() { c.want.Store(true) }, v.ver, c.probes, c.lease.Milliseconds(), rt.f.holder)
+	}
+}
+
+// failed handles a round trip that failed: a sync failure with its cause
+// (stall), whether Redis could not be reached or refused a command (a
+// Redis user without the rights the fleet needs, a script that failed),
+// unless Redis had lost the scripts (it restarted empty): then they are
+// loaded again, and the loop runs again at once.
+func (f *Fleet) failed(ctx context.Context, err error, circuits []*circuit) bool {
+	if errors.Is(err, context.Canceled) {
+		return false // Close
+	}
+	if !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		f.stall(err)
+		return false
+	}
+	for _, s := range scripts {
+		if lerr := s.Load(ctx, f.rdb).Err(); lerr != nil {
+			f.fail(lerr)
+			return false
+		}
+	}
+	for _, c := range circuits {
+		c.restore.Store(true) // a restart empties the state too
+	}
+	f.wake()
+	return true
+}
+
+// stall takes a round trip's failure as a sync failure, but not at once
+// when Redis could not be reached in time while in sync: a machine under
+// load stalls a round trip now and then, and a pod that went local for
+// it would send every call of an open fleet breaker to the upstream (its
+// own breaker, closed, saw none of them). The fleet keeps its state, and
+// reads again on the next tick, until round trips have failed for
+// 3 x Timeout. A refusal by Redis (an error reply) is a failure at once.
+func (f *Fleet) stall(err error) {
+	var refused redis.Error
+	if f.synced.Load() && !errors.As(err, &refused) && time.Since(f.failingSince) < 3*f.cfg.Timeout {
+		f.note(err)
+		f.readSoon.Store(true)
+		return
+	}
+	f.fail(err)
+}
+
+// applyState applies the state a script replied.
+func (c *circuit) applyState(st state, _ []int64, _ *roundTrip, now time.Time) {
+	if c.apply(st, now) {
 		c.restore.Store(true)
 	}
 }
 
-// applyWindow applies the reply {v, s, ms left, requests, failures} of the
-// sync script.
-func applyWindow(c *circuit, r []int64, now time.Time) {
-	applyState(c, r, now)
-	if len(r) == 5 {
+// applyWindow applies the reply of the sync script: the state, and the
+// fleet window's requests and failures.
+func (c *circuit) applyWindow(st state, more []int64, rt *roundTrip, now time.Time) {
+	c.applyState(st, nil, rt, now)
+	if reqs, fails, ok := c.readWindow(more); ok {
 		c.mu.Lock()
-		c.totals = [2]uint64{uint64(r[3]), uint64(r[4])}
+		c.totals = [2]uint64{reqs, fails}
 		c.read = now
 		c.mu.Unlock()
 	}
 }
 
-// applyLease applies the reply {v, s, ms left, lease} of the lease script:
-// a lease is one probe this pod may start.
-func applyLease(c *circuit, r []int64, now time.Time) {
-	applyState(c, r, now)
-	if len(r) == 4 && r[3] > 0 {
+// applyLease applies the reply of the lease script: a lease is one probe
+// this pod may start, until grantLife after the request was sent (not
+// after the reply came: see newCircuit).
+func (c *circuit) applyLease(st state, more []int64, rt *roundTrip, now time.Time) {
+	c.applyState(st, nil, rt, now)
+	switch i := more[0]; {
+	case i < 0 || i > int64(c.probes):
+		c.f.rejected.Add(1)
+	case i > 0:
 		g := c.grant.Load()
-		if g == nil || g.ver != r[0] || !now.Before(g.until) {
-			g = &grant{ver: r[0], until: now.Add(c.grantLife)}
+		if g == nil || g.ver != st.ver || !now.Before(g.until) {
+			g = &grant{ver: st.ver, until: rt.sent.Add(c.grantLife)}
 			g.left.Store(1)
 			c.grant.Store(g)
 		} else {
 			g.left.Add(1)
 		}
 	}
+}
+
+// requeue puts back the probe results a failed round trip did not
+// deliver, before those that came since.
+func (c *circuit) requeue(rs []probeResult) {
+	c.mu.Lock()
+	c.results = append(rs, c.results...)
+	c.mu.Unlock()
+}
+
+// unpropose forgets that this pod asked to open the closed version ver: a
+// failed round trip did not deliver it.
+func (c *circuit) unpropose(ver int64) {
+	c.mu.Lock()
+	if c.proposed == ver+1 {
+		c.proposed = 0
+	}
+	c.mu.Unlock()
 }
 
 // leaseEvery is the least time between two lease requests of a system.
@@ -194,8 +280,9 @@ func b2i(b bool) int {
 
 // listen applies the changes published on the fleet's channel as they
 // come: every pod sees a change within one message's delivery. A broken
-// subscription marks the fleet degraded; when it is back, the loop reads
-// every state (messages may have been missed).
+// subscription marks the fleet degraded, and the fleet is in sync again
+// only once it is back; then the loop reads every state (messages may
+// have been missed).
 func (f *Fleet) listen(ctx context.Context) {
 	defer f.done.Done()
 	for ctx.Err() == nil {
@@ -203,6 +290,7 @@ func (f *Fleet) listen(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			f.subscribed.Store(false)
 			f.fail(err)
 			f.showAll()
 			select {
@@ -218,6 +306,7 @@ func (f *Fleet) listen(ctx context.Context) {
 				return
 			}
 			if err != nil {
+				f.subscribed.Store(false)
 				f.fail(err)
 				f.showAll() // degraded: every breaker local
 				break
@@ -226,6 +315,7 @@ func (f *Fleet) listen(ctx context.Context) {
 			case *redis.Message:
 				f.onMessage(m.Payload)
 			case *redis.Subscription:
+				f.subscribed.Store(m.Kind == "subscribe")
 				f.wake()
 			}
 		}
@@ -240,27 +330,6 @@ func (f *Fleet) subscribe(ctx context.Context) error {
 		return err
 	}
 	return nil
-}
-
-// onMessage applies "<system> <v> <s> <ms left>".
-func (f *Fleet) onMessage(payload string) {
-	w := strings.Fields(payload)
-	if len(w) != 4 {
-		return
-	}
-	f.mu.Lock()
-	c := f.circuits[w[0]]
-	f.mu.Unlock()
-	if c == nil {
-		return
-	}
-	ver, err1 := strconv.ParseInt(w[1], 10, 64)
-	left, err2 := strconv.ParseInt(w[3], 10, 64)
-	if err1 != nil || err2 != nil {
-		return
-	}
-	c.apply(ver, w[2] == "1", time.Duration(left)*time.Millisecond, time.Now())
-	c.show()
 }
 
 func sortCircuits(cs []*circuit) {

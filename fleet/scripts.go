@@ -9,123 +9,236 @@ import "github.com/redis/go-redis/v9"
 // "open and u has passed". Every change is made by one of these scripts,
 // each a compare-and-set on v (Redis runs a script alone), and is
 // published on the namespace's channel as "<system> <v> <s> <ms left>".
-// Every script returns {v, s, ms left open (negative: half-open), ...}.
 //
 // The window of the closed state of version v is the hash <base>:win:<v>,
 // one field per bucket of Redis time (r<bucket>: requests, f<bucket>:
 // failures), so that a new closed state starts with an empty window.
 // Probe leases of the open state of version v are <base>:probe:<v>:<i>,
 // i in 1..HALF_OPEN_PROBES, taken with SET NX PX.
+//
+// Other clients can write under the namespace too, so every script reads
+// these keys as input (head and the window's loop):
+//   - a version is an integer in [0, maxVersion] (Lua numbers are doubles,
+//     exact below 2^53); the change after maxVersion is version 1;
+//   - s is 0 or 1, u an integer ms; an open time past now + the calling
+//     pod's BREAKER_OPEN_TIMEOUT is cut to it, in Redis too;
+//   - a state that breaks these rules, or a key of the wrong type, is
+//     garbage: deleted, and read as no state at all (closed, version 0),
+//     which the pods then write over;
+//   - a window field that is not r<bucket> or f<bucket> with a count, a
+//     bucket in the future, or more failures than requests, is deleted;
+//   - a lease with no expiry, or one longer than the pod's lease life, is
+//     given the pod's lease life.
+//
+// Numbers are written with string.format('%d'): Lua's own tostring writes
+// 1e+15 from 10^15.
+//
+// Every script returns {v, s, ms left open (negative: half-open),
+// rejected, capped, ...}: the state after it ran, the values it found
+// malformed and the open times it cut, then its own values. Its ARGV
+// begin with the same four: base, channel, system, open ms.
 
 // head reads the clock and the state, and defines how a change is
 // written and published.
 const head = `
+local M = 9007199254740991
+local base, channel, system, open = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local st = redis.call('HMGET', KEYS[1], 'v', 's', 'u')
-local v, s, u = tonumber(st[1]) or 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0
+local rejected, capped = 0, 0
+local function int(x, hi)
+  if type(x) ~= 'string' and type(x) ~= 'number' then return nil end
+  local n = tonumber(x)
+  if n and n >= 0 and n <= hi and n == math.floor(n) then return n end
+  return nil
+end
+local function fmt(n) return string.format('%d', n) end
+local function garbage(key)
+  redis.call('DEL', key)
+  rejected = rejected + 1
+end
+local v, s, u = 0, 0, 0
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'hash' then
+  local st = redis.call('HMGET', KEYS[1], 'v', 's', 'u')
+  local nv, ns, nu = int(st[1], M), int(st[2], 1), int(st[3], M)
+  if nv and ns and nu then v, s, u = nv, ns, nu else garbage(KEYS[1]) end
+elseif kind ~= 'none' then
+  garbage(KEYS[1])
+end
+if s == 1 and u > now + open then
+  u = now + open
+  capped = 1
+  redis.call('HSET', KEYS[1], 'u', fmt(u))
+end
 local function left()
   if s == 1 then return u - now end
   return 0
 end
-local function set(nv, ns, nu, channel, system)
+local function after()
+  if v >= M then return 1 end
+  return v + 1
+end
+local function set(nv, ns, nu)
+  local ms = 0
+  if ns == 1 then ms = nu - now end
+  redis.call('PUBLISH', channel, system .. ' ' .. fmt(nv) .. ' ' .. ns .. ' ' .. fmt(ms))
   v, s, u = nv, ns, nu
-  redis.call('HSET', KEYS[1], 'v', v, 's', s, 'u', u)
+  redis.call('HSET', KEYS[1], 'v', fmt(v), 's', s, 'u', fmt(u))
   redis.call('HDEL', KEYS[1], 'k')
-  redis.call('PUBLISH', channel, system .. ' ' .. v .. ' ' .. s .. ' ' .. left())
+end
+local function reply(...)
+  return {v, s, left(), rejected, capped, ...}
 end
 `
 
-// syncScript adds a pod's counts to the window of the closed state
-// (ARGV: base, requests, failures, bucket ms, buckets, min requests,
-// failure ratio, open ms, channel, system), drops buckets older than the
-// window, and trips the state open when the fleet's totals break the
-// rule. It returns {v, s, ms left, requests, failures} of the window.
-// With zero counts it is the periodic read of the state.
+// syncScript adds a pod's counts to the window of the closed state (ARGV
+// after the four: requests, failures, bucket ms, buckets, min requests,
+// failure ratio), drops buckets older than the window, and trips the
+// state open when the fleet's totals break the rule. It returns the
+// window's requests and failures. With zero counts it is the periodic
+// read of the state. The window's expiry is set after its counts, so a
+// window nobody writes to expires.
 var syncScript = redis.NewScript(head + `
 local R, F = 0, 0
 if s == 0 then
-  local win = ARGV[1] .. ':win:' .. v
-  local req, fail = tonumber(ARGV[2]), tonumber(ARGV[3])
-  local bms, n = tonumber(ARGV[4]), tonumber(ARGV[5])
+  local win = base .. ':win:' .. fmt(v)
+  local req, fail = tonumber(ARGV[5]), tonumber(ARGV[6])
+  local bms, n = tonumber(ARGV[7]), tonumber(ARGV[8])
   local b = math.floor(now / bms)
-  if req > 0 then
-    redis.call('HINCRBY', win, 'r' .. b, req)
-    if fail > 0 then redis.call('HINCRBY', win, 'f' .. b, fail) end
-    redis.call('PEXPIRE', win, bms * (n + 1))
-  end
+  local wk = redis.call('TYPE', win)['ok']
+  if wk ~= 'hash' and wk ~= 'none' then garbage(win) end
   local all = redis.call('HGETALL', win)
+  local r, f = {}, {}
   for i = 1, #all, 2 do
-    local k = all[i]
-    if tonumber(string.sub(k, 2)) <= b - n then
+    local k, x = all[i], int(all[i + 1], M)
+    local side, at = string.sub(k, 1, 1), int(string.sub(k, 2), M)
+    if not x or not at or (side ~= 'r' and side ~= 'f') or k ~= side .. fmt(at) or at > b then
       redis.call('HDEL', win, k)
-    elseif string.sub(k, 1, 1) == 'r' then
-      R = R + tonumber(all[i + 1])
+      rejected = rejected + 1
+    elseif at <= b - n then
+      redis.call('HDEL', win, k)
+    elseif side == 'r' then
+      r[at] = x
     else
-      F = F + tonumber(all[i + 1])
+      f[at] = x
     end
   end
-  if R > 0 and R >= tonumber(ARGV[6]) and F >= tonumber(ARGV[7]) * R then
+  for at, x in pairs(f) do
+    if x > (r[at] or 0) then
+      redis.call('HDEL', win, 'r' .. fmt(at), 'f' .. fmt(at))
+      rejected = rejected + 1
+      r[at], f[at] = nil, nil
+    end
+  end
+  for _, x in pairs(r) do R = R + x end
+  for _, x in pairs(f) do F = F + x end
+  if req > 0 then
+    redis.call('HINCRBY', win, 'r' .. fmt(b), req)
+    if fail > 0 then redis.call('HINCRBY', win, 'f' .. fmt(b), fail) end
+    redis.call('PEXPIRE', win, bms * (n + 1))
+    R, F = R + req, F + fail
+  end
+  if R > 0 and R >= tonumber(ARGV[9]) and F >= tonumber(ARGV[10]) * R then
     redis.call('DEL', win)
-    set(v + 1, 1, now + tonumber(ARGV[8]), ARGV[9], ARGV[10])
+    set(after(), 1, now + open)
   end
 end
-return {v, s, left(), R, F}
+return reply(R, F)
 `)
 
-// tripScript opens the closed state of version ARGV[1] (ARGV: version,
-// open ms, channel, system): a pod's own breaker tripped. A stale version
-// changes nothing.
+// tripScript opens the closed state of version ARGV[5]: a pod's own
+// breaker tripped. A stale version changes nothing.
 var tripScript = redis.NewScript(head + `
-if v == tonumber(ARGV[1]) and s == 0 then
-  set(v + 1, 1, now + tonumber(ARGV[2]), ARGV[3], ARGV[4])
+local ver = int(ARGV[5], M)
+if ver and v == ver and s == 0 then
+  set(after(), 1, now + open)
 end
-return {v, s, left()}
+return reply()
 `)
 
 // probeScript records the result of a half-open probe of the open state
-// of version ARGV[1] (ARGV: version, 1 success or 0 failure, probes, open
-// ms, channel, system): a failure opens again, the last of HALF_OPEN_PROBES
-// successes closes. A stale version, or a state still open, changes
-// nothing: a writer that missed a change can never undo it.
+// of version ARGV[5] (then: 1 success or 0 failure, probes): a failure
+// opens again, the last of HALF_OPEN_PROBES successes closes. A stale
+// version, or a state still open, changes nothing: a writer that missed a
+// change can never undo it.
 var probeScript = redis.NewScript(head + `
-if v == tonumber(ARGV[1]) and s == 1 and now >= u then
-  if ARGV[2] == '1' then
-    if redis.call('HINCRBY', KEYS[1], 'k', 1) >= tonumber(ARGV[3]) then
-      set(v + 1, 0, 0, ARGV[5], ARGV[6])
+local ver = int(ARGV[5], M)
+if ver and v == ver and s == 1 and now >= u then
+  if ARGV[6] == '1' then
+    local got = redis.call('HGET', KEYS[1], 'k')
+    local k = int(got, M)
+    if got and not k then rejected = rejected + 1 end
+    k = (k or 0) + 1
+    if k >= tonumber(ARGV[7]) then
+      set(after(), 0, 0)
+    else
+      redis.call('HSET', KEYS[1], 'k', fmt(k))
     end
   else
-    set(v + 1, 1, now + tonumber(ARGV[4]), ARGV[5], ARGV[6])
+    set(after(), 1, now + open)
   end
 end
-return {v, s, left()}
+return reply()
 `)
 
 // leaseScript takes one probe lease of the half-open state of version
-// ARGV[2] (ARGV: base, version, probes, lease ms, holder). It returns
-// {v, s, ms left, lease number or 0}.
+// ARGV[5] (then: probes, lease ms, holder). It returns the lease number,
+// or 0.
 var leaseScript = redis.NewScript(head + `
-if v == tonumber(ARGV[2]) and s == 1 and now >= u then
-  for i = 1, tonumber(ARGV[3]) do
-    if redis.call('SET', ARGV[1] .. ':probe:' .. v .. ':' .. i, ARGV[5], 'NX', 'PX', tonumber(ARGV[4])) then
-      return {v, s, left(), i}
+local ver, lease = int(ARGV[5], M), tonumber(ARGV[7])
+if ver and v == ver and s == 1 and now >= u then
+  for i = 1, tonumber(ARGV[6]) do
+    local key = base .. ':probe:' .. fmt(v) .. ':' .. i
+    local ttl = redis.call('PTTL', key)
+    if ttl == -1 or ttl > lease then
+      redis.call('PEXPIRE', key, lease)
+      rejected = rejected + 1
+    end
+    if redis.call('SET', key, ARGV[8], 'NX', 'PX', lease) then
+      return reply(i)
     end
   end
 end
-return {v, s, left(), 0}
+return reply(0)
 `)
 
-// restoreScript writes back a state Redis lost (ARGV: version, s, ms left,
-// channel, system): it applies only when Redis holds an older version,
-// as after a restart that came back empty.
+// restoreScript writes back a state Redis lost (ARGV[5..7]: version, s,
+// ms left): it applies only when Redis holds an older version, as after a
+// restart that came back empty, and only a state the pods accept (a
+// version in range, open at most BREAKER_OPEN_TIMEOUT).
 var restoreScript = redis.NewScript(head + `
-if v < tonumber(ARGV[1]) then
-  local ns = tonumber(ARGV[2])
+local ver, ns, ms = int(ARGV[5], M), int(ARGV[6], 1), int(ARGV[7], open)
+if not (ver and ns and ms) then
+  rejected = rejected + 1
+elseif v < ver then
   local nu = 0
-  if ns == 1 then nu = now + tonumber(ARGV[3]) end
-  set(tonumber(ARGV[1]), ns, nu, ARGV[4], ARGV[5])
+  if ns == 1 then nu = now + ms end
+  set(ver, ns, nu)
 end
-return {v, s, left()}
+return reply()
 `)
 
-var scripts = []*redis.Script{syncScript, tripScript, probeScript, leaseScript, restoreScript}
+// checkScript proves that this pod may do all the fleet needs: run a
+// script, write a key (KEYS[1], for ARGV[3] ms) and publish (ARGV[2] on
+// channel ARGV[1], a message the pods ignore). A Redis user that lacks
+// one of them fails it, with the reason. The fleet runs it before it
+// counts itself in sync.
+var checkScript = redis.NewScript(`
+local function need(what, ...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    return redis.error_reply('NOPERM the fleet needs ' .. what .. ': ' .. r.err)
+  end
+end
+local e = need('to write its keys (SET)', 'SET', KEYS[1], '1', 'PX', ARGV[3])
+  or need('to publish on ' .. ARGV[1] .. ' (PUBLISH)', 'PUBLISH', ARGV[1], ARGV[2])
+if e then return e end
+return 1
+`)
+
+var scripts = []*redis.Script{syncScript, tripScript, probeScript, leaseScript, restoreScript, checkScript}
+
+// maxVersion is the largest version a pod accepts, and the largest Redis
+// holds: versions are Lua numbers in Redis, doubles, exact below 2^53.
+const maxVersion = 1<<53 - 1

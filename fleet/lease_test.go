@@ -1,0 +1,183 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/sony/gobreaker/v2"
+)
+
+// TestHalfOpenProbesLeasedFleetWide: 5 pods, HALF_OPEN_PROBES=2, call a
+// dead upstream; after 1.5s it is healthy again. The pods have all seen
+// the fleet open before they call. Every call that reaches the upstream
+// while the fleet is half-open (the newest version any pod holds is open
+// and its open time has passed) counts against that round, whether a
+// leased probe or not: no round sends more than 2 across the fleet, and
+// the round that closes sends exactly 2. A call of a pod out of sync
+// (Redis slow under load: the pod is local) is not the fleet's and is
+// counted apart.
+func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
+	srv := redistest.Start(t)
+	s := testSettings
+	s.openTimeout = 300 * time.Millisecond
+	var pods []*circuit
+	for range 5 {
+		f, c := newPod(t, srv, "probes", s)
+		waitFor(t, 2*time.Second, "sync", f.synced.Load)
+		pods = append(pods, c)
+	}
+	r, err := runScript(pods[0], tripScript, 0)
+	if err != nil || r[0] != 1 {
+		t.Fatalf("trip: %v %v", r, err)
+	}
+	for _, c := range pods {
+		waitFor(t, time.Second, "every pod open", func() bool { return c.view.Load().ver == 1 })
+	}
+	calls := &roundCalls{pods: pods, probes: map[int64]int{}}
+	healthy := atomic.Bool{}
+	send := func(c *circuit) func() (*http.Response, error) {
+		return func() (*http.Response, error) {
+			calls.count(c)
+			time.Sleep(30 * time.Millisecond)
+			if healthy.Load() {
+				return &http.Response{StatusCode: 200}, nil
+			}
+			return nil, errUpstream
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, c := range pods {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				c.Execute(send(c))
+				time.Sleep(2 * time.Millisecond)
+			}
+		})
+	}
+	time.Sleep(1500 * time.Millisecond)
+	healthy.Store(true)
+	waitFor(t, 3*time.Second, "fleet closed", func() bool {
+		for _, c := range pods {
+			if v := c.view.Load(); v.open {
+				return false
+			}
+		}
+		return true
+	})
+	cancel()
+	wg.Wait()
+	calls.mu.Lock()
+	defer calls.mu.Unlock()
+	probes := calls.probes
+	closedAt := pods[0].view.Load().ver // the closed version; its round was ver-1
+	t.Logf("calls per half-open round: %v (closed at v%d); %d calls closed, %d out of sync", probes, closedAt, calls.ordinary, calls.local)
+	for ver, n := range probes {
+		if n > s.probes {
+			t.Errorf("open version %d: %d calls in its half-open time fleet-wide, want <= %d", ver, n, s.probes)
+		}
+	}
+	if got := probes[closedAt-1]; got != s.probes {
+		t.Errorf("the round that closed sent %d probes, want %d", got, s.probes)
+	}
+	if len(probes) < 3 {
+		t.Errorf("%d half-open rounds in 1.5s of a dead upstream (open 300ms), want >= 3", len(probes))
+	}
+}
+
+// roundCalls counts the calls that reach the upstream by the round of
+// the fleet they fall in.
+type roundCalls struct {
+	pods []*circuit
+
+	mu       sync.Mutex
+	probes   map[int64]int // open version -> calls in its half-open time
+	ordinary int           // calls while the fleet is closed (or open, not yet half-open)
+	local    int           // calls of a pod out of sync
+}
+
+// count counts a call of pod c sent now: against the round the newest
+// view of any pod says is half-open, else against c's own (a probe of a
+// round c missed the end of).
+func (r *roundCalls) count(c *circuit) {
+	now, own, fleet := time.Now(), c.view.Load(), newest(r.pods)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case !c.f.synced.Load():
+		r.local++
+	case fleet.open && !now.Before(fleet.until):
+		r.probes[fleet.ver]++
+	case own.open && !now.Before(own.until):
+		r.probes[own.ver]++
+	default:
+		r.ordinary++
+	}
+}
+
+// newest is the newest view any pod holds: the fleet's state as near as
+// the pods know it.
+func newest(pods []*circuit) *view {
+	v := pods[0].view.Load()
+	for _, c := range pods[1:] {
+		if w := c.view.Load(); w.ver > v.ver {
+			v = w
+		}
+	}
+	return v
+}
+
+// TestLeaseOutlivesEveryProbeItsGrantAdmits: a lease is taken in Redis
+// when the round trip that asks for it arrives, after it was sent; its
+// reply may come late on a slow machine. A probe starts before the
+// grant ends and runs at most CALL_TIMEOUT, so the lease must last until
+// the grant's end plus CALL_TIMEOUT, counted from the request: a lease
+// that expired under a running probe would let another pod take it, one
+// probe more in the round.
+func TestLeaseOutlivesEveryProbeItsGrantAdmits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := testSettings
+		s.openTimeout, s.callTimeout = 300*time.Millisecond, 2*time.Second
+		c := bare(s)
+		sent := time.Now()
+		c.apply(state{ver: 5, open: true}, sent)
+		time.Sleep(250 * time.Millisecond) // the reply is late
+		c.applyLease(state{ver: 5, open: true}, []int64{1}, &roundTrip{sent: sent}, time.Now())
+		g := c.grant.Load()
+		if g == nil {
+			t.Fatal("no grant")
+		}
+		if last := g.until.Sub(sent) + s.callTimeout; last > c.lease {
+			t.Errorf("a probe may run until %v after the request, the lease lasts %v", last, c.lease)
+		}
+	})
+}
+
+// TestGrantEndsBeforeAnotherRoundCanBegin: a pod holds a lease of round 5
+// and misses the messages: round 5 ended (another pod's probe failed)
+// and round 6 opened, then turned half-open BREAKER_OPEN_TIMEOUT later.
+// Its grant must be over by then, or its probe of round 5 would reach the
+// upstream in round 6's half-open time, beside round 6's own probes.
+func TestGrantEndsBeforeAnotherRoundCanBegin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := testSettings
+		s.openTimeout, s.callTimeout = 300*time.Millisecond, 2*time.Second
+		c := bare(s)
+		c.apply(state{ver: 5, open: true}, time.Now())
+		sent := time.Now() // round 6 can open no sooner than Redis took this lease
+		c.applyLease(state{ver: 5, open: true}, []int64{1}, &roundTrip{sent: sent}, time.Now())
+		time.Sleep(s.openTimeout) // round 6's half-open begins, at the soonest
+		sentProbe := false
+		_, err := c.Execute(func() (*http.Response, error) { sentProbe = true; return nil, errUpstream })
+		if sentProbe || !errors.Is(err, gobreaker.ErrTooManyRequests) {
+			t.Errorf("a grant of round 5 %v after its request: probe sent %v (%v), want refused", s.openTimeout, sentProbe, err)
+		}
+	})
+}

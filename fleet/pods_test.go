@@ -1,0 +1,106 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/fleet"
+	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/outboundtest/registrytest"
+	"github.com/outbound-go/outbound/registry"
+)
+
+// pod is one registry standing for one pod of a service, with its fleet
+// when the scope is fleet.
+type pod struct {
+	reg   *registry.Registry
+	fleet *fleet.Fleet
+	c     *registry.Client
+}
+
+// startPods builds n pods calling baseURL at scope "local" or "fleet" (in
+// namespace ns of srv), with extra variables and registry options.
+func startPods(t *testing.T, n int, srv *redistest.Server, ns, scope, baseURL string, extra map[string]string, opts ...registry.Option) []*pod {
+	t.Helper()
+	var pods []*pod
+	for range n {
+		env := map[string]string{
+			"OUTBOUND_SYSTEMS":       "payments",
+			"PAYMENTS_BASE_URL":      baseURL,
+			"PAYMENTS_RETRIES":       "0",
+			"PAYMENTS_BREAKER_SCOPE": scope,
+		}
+		maps.Copy(env, extra)
+		p := &pod{}
+		ropts := slices.Clone(opts)
+		if scope == "fleet" {
+			env["OUTBOUND_FLEET_REDIS_URL"], env["OUTBOUND_FLEET_NAMESPACE"] = srv.URL(), ns
+			f, err := fleet.New(context.Background(), fleet.Config{RedisURL: srv.URL(), Namespace: ns})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() }) // after the registry's (cleanups run last first)
+			p.fleet = f
+			ropts = append(ropts, f.Option())
+		}
+		p.reg = registrytest.New(t, env, registrytest.With(ropts...))
+		p.c = p.reg.MustClient("payments")
+		pods = append(pods, p)
+	}
+	for _, p := range pods {
+		if p.fleet != nil {
+			waitFor(t, 2*time.Second, "in sync", func() bool { return p.fleet.Sync().Synced })
+		}
+	}
+	return pods
+}
+
+var errStatus = errors.New("failed status")
+
+// get makes one call and reads the whole answer.
+func get(ctx context.Context, c *registry.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/pay", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode >= 500 {
+		return errStatus
+	}
+	return nil
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > d {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p*float64(len(s))+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}

@@ -1,0 +1,124 @@
+package fleet_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/fleet"
+	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
+	"github.com/outbound-go/outbound/outboundtest/registrytest"
+)
+
+// TestRedisUserWithoutRightsIsNotSynced: the fleet needs to run scripts,
+// write keys and publish. A Redis user (ACL) that lacks any of them
+// shares no evidence and no state, so the pod shows not synced, with
+// Redis's refusal as the cause (the password hidden), and its calls run
+// on the local breaker. A user with every right syncs.
+func TestRedisUserWithoutRightsIsNotSynced(t *testing.T) {
+	srv := redistest.Start(t)
+	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
+	for _, tc := range []struct {
+		user  string
+		rules []string
+		ok    bool
+	}{
+		{"everything", []string{"+@all"}, true},
+		{"noscripts", []string{"+@all", "-eval", "-evalsha", "-@scripting"}, false},
+		{"nopublish", []string{"+@all", "-publish"}, false},
+		{"nowrites", []string{"+@all", "-@write", "+publish"}, false},
+		{"readonly", []string{"-@all", "+@read", "+@connection", "+subscribe", "+unsubscribe"}, false},
+	} {
+		t.Run(tc.user, func(t *testing.T) {
+			const password = "s3cret-pw"
+			args := append([]string{"ACL", "SETUSER", tc.user, "on", ">" + password, "~*", "&*"}, tc.rules...)
+			if _, err := srv.Do(args...); err != nil {
+				t.Fatal(err)
+			}
+			url := "redis://" + tc.user + ":" + password + "@" + srv.Addr()
+			f, err := fleet.New(context.Background(), fleet.Config{RedisURL: url, Namespace: "rights-" + tc.user})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			reg := registrytest.New(t, map[string]string{
+				"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL, "PAYMENTS_BREAKER_SCOPE": "fleet",
+				"OUTBOUND_FLEET_REDIS_URL": url, "OUTBOUND_FLEET_NAMESPACE": "rights-" + tc.user,
+			}, registrytest.With(f.Option()))
+			c := reg.MustClient("payments")
+			if tc.ok {
+				waitFor(t, 2*time.Second, "in sync", func() bool { return f.Sync().Synced })
+				return
+			}
+			// A while of ticks and calls: never in sync, and why.
+			for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+				if err := get(context.Background(), c); err != nil {
+					t.Fatalf("a call with a Redis user that lacks rights: %v, want the local breaker's pass", err)
+				}
+				if s := f.Sync(); s.Synced {
+					t.Fatalf("user %s: in sync (%+v), want not synced: the fleet shares nothing", tc.user, s)
+				}
+			}
+			s := f.Sync()
+			t.Logf("user %s: %+v", tc.user, s)
+			if !strings.Contains(s.LastError, "NOPERM") {
+				t.Errorf("user %s: last error %q, want Redis's refusal (NOPERM)", tc.user, s.LastError)
+			}
+			if strings.Contains(s.LastError, password) || strings.Contains(s.Redis, password) {
+				t.Errorf("the password shows: %+v", s)
+			}
+			if st := c.Status(); st.Fleet == nil || st.Fleet.Synced || st.Fleet.LastError != s.LastError {
+				t.Errorf("Status().Fleet = %+v, want not synced with the cause", st.Fleet)
+			}
+		})
+	}
+}
+
+// TestRightsLostWhileSyncedIsASyncFailure: the pods are in sync when
+// their Redis user loses PUBLISH. The next change of state (a pod's own
+// breaker trips) fails in Redis: the pod shows not synced with the cause,
+// and stays so, its breaker local (open), as long as the right is
+// missing; given back, the pod syncs again by itself.
+func TestRightsLostWhileSyncedIsASyncFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	const user, password = "pods", "s3cret-pw"
+	if _, err := srv.Do("ACL", "SETUSER", user, "on", ">"+password, "~*", "&*", "+@all"); err != nil {
+		t.Fatal(err)
+	}
+	up := outboundtest.NewUpstream(t, outboundtest.Reply{Status: http.StatusServiceUnavailable})
+	url := "redis://" + user + ":" + password + "@" + srv.Addr()
+	f, err := fleet.New(context.Background(), fleet.Config{RedisURL: url, Namespace: "revoked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	reg := registrytest.New(t, map[string]string{
+		"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL, "PAYMENTS_BREAKER_SCOPE": "fleet",
+		"PAYMENTS_BREAKER_MIN_REQUESTS": "5",
+		"OUTBOUND_FLEET_REDIS_URL":      url, "OUTBOUND_FLEET_NAMESPACE": "revoked",
+	}, registrytest.With(f.Option()))
+	c := reg.MustClient("payments")
+	waitFor(t, 2*time.Second, "in sync", func() bool { return f.Sync().Synced })
+	if _, err := srv.Do("ACL", "SETUSER", user, "-publish"); err != nil {
+		t.Fatal(err)
+	}
+	callUntil(t, c, observe.BreakerOpen) // the local breaker trips; the fleet's trip fails
+	waitFor(t, 2*time.Second, "not synced", func() bool { return !f.Sync().Synced })
+	time.Sleep(500 * time.Millisecond) // ticks: the check keeps failing
+	s := f.Sync()
+	if s.Synced || !strings.Contains(s.LastError, "NOPERM") {
+		t.Errorf("after PUBLISH was taken: %+v, want not synced with Redis's refusal", s)
+	}
+	if st := c.Status().Breaker; st != observe.BreakerOpen {
+		t.Errorf("breaker %s, want open (the local breaker's)", st)
+	}
+	if _, err := srv.Do("ACL", "SETUSER", user, "+publish"); err != nil {
+		t.Fatal(err)
+	}
+	d := waitFor(t, 2*time.Second, "in sync again", func() bool { return f.Sync().Synced })
+	t.Logf("not synced with %q; in sync %v after PUBLISH came back", s.LastError, d)
+}

@@ -1,0 +1,215 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
+	"github.com/outbound-go/outbound/registry"
+)
+
+// TestFleetOpensEveryPodOnADeadUpstream: 5 pods call a dead upstream,
+// one call per pod every 20ms. Local breakers each need MIN_REQUESTS
+// failures; the fleet trips on the fleet's evidence, and every pod is
+// open within 100ms (p99) of the first.
+func TestFleetOpensEveryPodOnADeadUpstream(t *testing.T) {
+	srv := redistest.Start(t)
+	run := func(scope, ns string) (hits int64, lags []time.Duration) {
+		up := outboundtest.NewUpstream(t, outboundtest.Reply{Status: http.StatusServiceUnavailable})
+		pods := startPods(t, 5, srv, ns, scope, up.URL, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		opened := make([]time.Time, len(pods))
+		var wg sync.WaitGroup
+		for i, p := range pods {
+			var open atomic.Bool
+			wg.Go(func() { // the watcher: when did this pod's breaker open?
+				for ctx.Err() == nil && p.c.Status().Breaker != observe.BreakerOpen {
+					time.Sleep(200 * time.Microsecond)
+				}
+				opened[i] = time.Now()
+				open.Store(true)
+			})
+			wg.Go(func() { // the caller
+				for ctx.Err() == nil && !open.Load() {
+					get(ctx, p.c)
+					time.Sleep(20 * time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		if ctx.Err() != nil {
+			t.Fatalf("%s: not every pod opened within 10s", scope)
+		}
+		first := slices.MinFunc(opened, func(a, b time.Time) int { return a.Compare(b) })
+		for _, at := range opened {
+			lags = append(lags, at.Sub(first))
+		}
+		return up.Requests(), lags
+	}
+	localHits, _ := run("local", "")
+	var fleetHits []int64
+	var lags []time.Duration
+	for i := range 4 {
+		h, l := run("fleet", fmt.Sprintf("dead%d", i))
+		fleetHits = append(fleetHits, h)
+		lags = append(lags, l...)
+	}
+	t.Logf("upstream hits before every pod refuses: local %d; fleet %v", localHits, fleetHits)
+	t.Logf("pods open after the first: p50 %v, p99 %v, max %v (%d pods)", pct(lags, .5), pct(lags, .99), slices.Max(lags), len(lags))
+	if localHits < 5*20 {
+		t.Errorf("local: %d hits, want >= 100 (5 pods x MIN_REQUESTS)", localHits)
+	}
+	for _, h := range fleetHits {
+		if h >= localHits {
+			t.Errorf("fleet: %d hits, want fewer than local's %d", h, localHits)
+		}
+	}
+	if p99 := pct(lags, .99); p99 > 100*time.Millisecond {
+		t.Errorf("every pod open %v (p99) after the first, want <= 100ms", p99)
+	}
+}
+
+// TestFleetOpensOnEvidenceSpreadThin: 10 pods each see 3
+// failures of 3 with MIN_REQUESTS=20: no local breaker trips; the fleet's
+// window holds 30 failures and trips every pod.
+func TestFleetOpensOnEvidenceSpreadThin(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, scope := range []string{"local", "fleet"} {
+		t.Run(scope, func(t *testing.T) {
+			up := outboundtest.NewUpstream(t, outboundtest.Reply{Status: http.StatusServiceUnavailable})
+			pods := startPods(t, 10, srv, "thin", scope, up.URL, map[string]string{"PAYMENTS_BREAKER_MIN_REQUESTS": "20"})
+			ctx := context.Background()
+			for _, p := range pods {
+				for range 3 {
+					if err := get(ctx, p.c); !errors.Is(err, errStatus) {
+						t.Fatalf("call: %v, want the upstream's 503", err)
+					}
+				}
+			}
+			if scope == "local" {
+				time.Sleep(500 * time.Millisecond) // what the fleet would need
+				for i, p := range pods {
+					if st := p.c.Status().Breaker; st != observe.BreakerClosed {
+						t.Errorf("pod %d: %s, want closed (3 failures < MIN_REQUESTS)", i, st)
+					}
+				}
+				return
+			}
+			d := time.Duration(0)
+			for _, p := range pods {
+				d = max(d, waitFor(t, 2*time.Second, "fleet open", func() bool { return p.c.Status().Breaker == observe.BreakerOpen }))
+			}
+			hits := up.Requests()
+			for _, p := range pods {
+				if err := get(ctx, p.c); !errors.Is(err, registry.ErrCircuitOpen) {
+					t.Errorf("call after the fleet opened: %v, want ErrCircuitOpen", err)
+				}
+			}
+			if up.Requests() != hits {
+				t.Errorf("the upstream saw %d calls after the fleet opened", up.Requests()-hits)
+			}
+			t.Logf("30 failures over 10 pods: every pod open %v after the last call", d)
+		})
+	}
+}
+
+// TestRedisCommandsDoNotGrowWithCalls: 100,000 calls through 5
+// pods cost Redis at most pods x flush rate x seconds commands (plus
+// reconnect and subscribe), the same as a slow trickle of calls over the
+// same time: the cost does not depend on the call rate.
+func TestRedisCommandsDoNotGrowWithCalls(t *testing.T) {
+	srv := redistest.Start(t)
+	// An in-memory transport: every call runs the whole pipeline, breaker
+	// included, and costs no socket, so 100,000 take seconds.
+	ok := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	wrap := registry.WithTransportWrapper(func(string, http.RoundTripper) http.RoundTripper { return ok })
+	const nPods, calls = 5, 100_000
+	pods := startPods(t, nPods, srv, "count", "fleet", "http://payments.invalid", nil, wrap)
+	flushRate := 1 / (200 * time.Millisecond).Seconds() // fleet.Config's default
+
+	measure := func(perPod int, d time.Duration) (int, time.Duration) {
+		if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		for _, p := range pods {
+			wg.Go(func() {
+				var gap time.Duration
+				if d > 0 {
+					gap = d / time.Duration(perPod)
+				}
+				for range perPod {
+					if err := get(context.Background(), p.c); err != nil {
+						t.Errorf("call: %v", err)
+						return
+					}
+					if gap > 0 {
+						time.Sleep(gap)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if rest := d - time.Since(start); rest > 0 {
+			time.Sleep(rest)
+		}
+		elapsed := time.Since(start)
+		time.Sleep(300 * time.Millisecond) // the last flush
+		stats, err := srv.CommandCalls()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Commands the pods sent; those the scripts run inside Redis
+		// (TIME, HMGET, HINCRBY, ...) are counted apart.
+		n, inside := 0, 0
+		for cmd, k := range stats {
+			switch {
+			case cmd == "info" || strings.HasPrefix(cmd, "config"): // the test's own
+			case scriptCommands[cmd]:
+				inside += k
+			default:
+				n += k
+			}
+		}
+		t.Logf("commands sent %d, run inside scripts %d: %v", n, inside, stats)
+		return n, elapsed
+	}
+	fast, secs := measure(calls/nPods, 0)
+	slow, _ := measure(100/nPods, secs)
+	s := secs.Seconds()
+	bound := int(float64(nPods)*flushRate*(s+0.3)) + 4*nPods
+	t.Logf("%d calls in %.1fs (%.0f calls/s): %d Redis commands (%.1f/s); 100 calls over the same time: %d; bound %d",
+		calls, s, calls/s, fast, float64(fast)/s, slow, bound)
+	if fast > bound {
+		t.Errorf("%d commands for %d calls in %.1fs, want <= %d (pods x flush rate x seconds)", fast, calls, s, bound)
+	}
+	if slow > bound {
+		t.Errorf("%d commands for 100 calls in %.1fs, want <= %d", slow, s, bound)
+	}
+}
+
+// scriptCommands are the commands the fleet's scripts run inside Redis;
+// the fleet never sends them itself.
+var scriptCommands = map[string]bool{
+	"time": true, "hmget": true, "hgetall": true, "hincrby": true, "pexpire": true,
+	"hset": true, "hdel": true, "del": true, "publish": true, "set": true,
+	"type": true, "hget": true, "pttl": true,
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -1,0 +1,112 @@
+package fleet
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file reads what comes from Redis (the scripts' replies) and from
+// the channel as input, checked like an environment variable: another
+// client may write anything under the namespace. A version is an integer
+// in [0, maxVersion]; s is 0 or 1; an open time is cut to the system's
+// BREAKER_OPEN_TIMEOUT from now; anything else is ignored and counted in
+// Sync.Rejected, never applied. The scripts apply the same rules to what
+// they read in Redis (scripts.go), so that a pod never writes back a
+// state it would not accept itself.
+
+// state is one system's state as read from Redis or the channel.
+type state struct {
+	ver  int64
+	open bool
+	left time.Duration // open: time to the half-open, in [0, openTimeout]
+}
+
+// readState checks a version, an s and the ms left open as read; it
+// reports false, counted, when no pod could have written them. An open
+// time past the system's open timeout is cut to it, counted, and the
+// state is read from Redis at once: the scripts cut it there too, from
+// the time they read it, and the sooner the closer to this pod's view.
+func (c *circuit) readState(ver, s, ms int64) (state, bool) {
+	if ver < 0 || ver > maxVersion || s < 0 || s > 1 || (s == 0 && ms != 0) {
+		c.f.rejected.Add(1)
+		return state{}, false
+	}
+	st := state{ver: ver, open: s == 1}
+	if !st.open {
+		return st, true
+	}
+	switch limit := c.openTimeout.Milliseconds(); {
+	case ms <= 0: // half-open already
+	case ms > limit:
+		c.f.capped.Add(1)
+		c.f.readSoon.Store(true)
+		c.f.wake()
+		st.left = c.openTimeout
+	default:
+		st.left = time.Duration(ms) * time.Millisecond
+	}
+	return st, true
+}
+
+// readReply checks a script's reply {v, s, ms left, rejected, capped,
+// more...}: the state, and the more values that follow it. What the
+// script found malformed or cut in Redis is added to the counts.
+func (c *circuit) readReply(cmd *redis.Cmd, more int) (state, []int64, bool) {
+	r, err := cmd.Int64Slice()
+	if err != nil || len(r) != 5+more || r[3] < 0 || r[4] < 0 {
+		c.f.rejected.Add(1)
+		return state{}, nil, false
+	}
+	c.f.rejected.Add(uint64(r[3]))
+	c.f.capped.Add(uint64(r[4]))
+	st, ok := c.readState(r[0], r[1], r[2])
+	return st, r[5:], ok
+}
+
+// hello starts the message a pod publishes to prove it may publish
+// (checkScript): "hello <holder>". The pods ignore it.
+const hello = "hello"
+
+// onMessage applies "<system> <v> <s> <ms left>" from the channel. A
+// message for a system this pod does not have is not its business; a
+// malformed one is counted.
+func (f *Fleet) onMessage(payload string) {
+	w := strings.Fields(payload)
+	if len(w) == 2 && w[0] == hello {
+		return
+	}
+	if len(w) != 4 {
+		f.rejected.Add(1)
+		return
+	}
+	f.mu.Lock()
+	c := f.circuits[w[0]]
+	f.mu.Unlock()
+	if c == nil {
+		return
+	}
+	ver, err1 := strconv.ParseInt(w[1], 10, 64)
+	s, err2 := strconv.ParseInt(w[2], 10, 64)
+	ms, err3 := strconv.ParseInt(w[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		f.rejected.Add(1)
+		return
+	}
+	if st, ok := c.readState(ver, s, ms); ok {
+		c.apply(st, time.Now())
+		c.show()
+	}
+}
+
+// readWindow checks the fleet window's totals of a sync reply: counts in
+// [0, maxVersion], no more failures than requests.
+func (c *circuit) readWindow(r []int64) (reqs, fails uint64, ok bool) {
+	if r[0] < 0 || r[0] > maxVersion || r[1] < 0 || r[1] > r[0] {
+		c.f.rejected.Add(1)
+		return 0, 0, false
+	}
+	return uint64(r[0]), uint64(r[1]), true
+}
