@@ -15,6 +15,9 @@
 //	        ConfigMap (flags: --system NAME; --format table|dotenv|configmap;
 //	        --name CONFIGMAP_NAME)
 //	demo    run a demo of the outbound clients
+//	breaker force a system's breaker open or closed for a while, or
+//	        release it, on a pod (flags: --pod URL of its operator
+//	        controls, statuspage.Controls; --for DURATION)
 //	help    print this help
 //
 // Systems are declared in OUTBOUND_SYSTEMS (payments,inventory) and with
@@ -77,6 +80,7 @@ func commands() []command {
 		{"check", "validate the configuration of the declared systems", runCheck},
 		{"env", "print every variable of the declared systems (table, dotenv or ConfigMap)", runEnv},
 		{"demo", "run a demo of the outbound clients", demo.Run},
+		{"breaker", "force a system's breaker open or closed, or release it (operators)", runBreaker},
 	}
 }
 
