@@ -45,7 +45,7 @@ func TestControlsForceAndReleaseABreaker(t *testing.T) {
 	for target, want := range map[string]int{
 		"/breaker/inv?state=half-open":     400,
 		"/breaker/inv?state=open&for=soon": 400,
-		"/breaker/inv?state=open&for=48h":     400,
+		"/breaker/inv?state=open&for=48h":  400,
 		"/breaker/nope?state=open":         404,
 		"/status.json":                     404,
 	} {
