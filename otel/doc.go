@@ -61,6 +61,9 @@
 //   - outbound.bulkhead.in_flight, outbound.bulkhead.limit,
 //     outbound.bulkhead.capacity (up-down counters, {call}).
 //   - outbound.retries, outbound.hedges.sent, outbound.hedges.won
+//   - outbound.breaker.forced (an operator's override, by state),
+//     outbound.rate.share, outbound.rate.tokens, outbound.rate.paused,
+//     outbound.rate.refused (RATE_LIMIT)
 //     (counters, totals since the registry was built).
 //   - outbound.fleet.synced (gauge, 1 or 0): systems at
 //     BREAKER_SCOPE=fleet only.

@@ -39,6 +39,11 @@ type instruments struct {
 	hedgesSent metric.Int64ObservableCounter       // outbound.hedges.sent
 	hedgesWon  metric.Int64ObservableCounter       // outbound.hedges.won
 	synced     metric.Int64ObservableGauge         // outbound.fleet.synced
+	forced     metric.Int64ObservableGauge         // outbound.breaker.forced
+	rateShare  metric.Float64ObservableGauge       // outbound.rate.share
+	rateTokens metric.Float64ObservableGauge       // outbound.rate.tokens
+	ratePaused metric.Int64ObservableGauge         // outbound.rate.paused
+	rateRefuse metric.Int64ObservableCounter       // outbound.rate.refused
 }
 
 // newInstruments creates every instrument with meter, or returns every
@@ -73,7 +78,7 @@ func newInstruments(meter metric.Meter) (instruments, error) {
 }
 
 func (m *instruments) observableInstruments(meter metric.Meter) error {
-	var errs [8]error
+	var errs [13]error
 	m.breaker, errs[0] = meter.Int64ObservableGauge("outbound.breaker.state", metric.WithUnit("1"),
 		metric.WithDescription("1 for the circuit breaker's current state (outbound.breaker.state), 0 for the others."))
 	m.inFlight, errs[1] = meter.Int64ObservableUpDownCounter("outbound.bulkhead.in_flight", metric.WithUnit("{call}"),
@@ -90,11 +95,22 @@ func (m *instruments) observableInstruments(meter metric.Meter) error {
 		metric.WithDescription("Hedges whose answer the caller got."))
 	m.synced, errs[7] = meter.Int64ObservableGauge("outbound.fleet.synced", metric.WithUnit("1"),
 		metric.WithDescription("1 while a breaker at BREAKER_SCOPE=fleet shares evidence and state with the fleet, 0 while it decides alone; absent at scope local."))
+	m.forced, errs[8] = meter.Int64ObservableGauge("outbound.breaker.forced", metric.WithUnit("1"),
+		metric.WithDescription("1 while an operator forces the breaker (outbound.breaker.state open or closed) on this pod; absent otherwise."))
+	m.rateShare, errs[9] = meter.Float64ObservableGauge("outbound.rate.share", metric.WithUnit("{request}/s"),
+		metric.WithDescription("Requests per second this pod may send under RATE_LIMIT: all of it at scope local, its share of the fleet's at fleet; absent without a limit."))
+	m.rateTokens, errs[10] = meter.Float64ObservableGauge("outbound.rate.tokens", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests this pod may send at once now under RATE_LIMIT."))
+	m.ratePaused, errs[11] = meter.Int64ObservableGauge("outbound.rate.paused", metric.WithUnit("1"),
+		metric.WithDescription("1 while the upstream has paused the system (429 or 503 with Retry-After, or its rate-limit headers)."))
+	m.rateRefuse, errs[12] = meter.Int64ObservableCounter("outbound.rate.refused", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests the rate limit refused, retries and hedges included."))
 	return errors.Join(errs[:]...)
 }
 
 func (m *instruments) observables() []metric.Observable {
-	return []metric.Observable{m.breaker, m.inFlight, m.limit, m.capacity, m.retries, m.hedgesSent, m.hedgesWon, m.synced}
+	return []metric.Observable{m.breaker, m.inFlight, m.limit, m.capacity, m.retries, m.hedgesSent, m.hedgesWon, m.synced,
+		m.forced, m.rateShare, m.rateTokens, m.ratePaused, m.rateRefuse}
 }
 
 // breakerStates are the values of outbound.breaker.state, each reported
@@ -115,6 +131,19 @@ func (m *instruments) observeStatus(o metric.Observer, s *system, st *observe.St
 	o.ObserveInt64(m.hedgesWon, int64(st.HedgesWon), base...)
 	if st.Fleet != nil {
 		o.ObserveInt64(m.synced, b2i(st.Fleet.Synced), base...)
+	}
+	if f := st.Forced; f != nil {
+		for k, state := range breakerStates {
+			if state == f.State {
+				o.ObserveInt64(m.forced, 1, s.breaker[k].obs...)
+			}
+		}
+	}
+	if r := st.Rate; r != nil {
+		o.ObserveFloat64(m.rateShare, r.Share, base...)
+		o.ObserveFloat64(m.rateTokens, r.Tokens, base...)
+		o.ObserveInt64(m.ratePaused, b2i(!r.PausedUntil.IsZero()), base...)
+		o.ObserveInt64(m.rateRefuse, int64(r.Refused), base...)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 )
 
@@ -302,5 +303,30 @@ func TestUnknownMethodIsOther(t *testing.T) {
 	_, attempts := r.callSpans(t)
 	if len(attempts) != 1 || attempts[0].Name() != "HTTP" || spanAttrs(attempts[0])["http.request.method_original"] != "PURGE" {
 		t.Errorf("attempt spans %v: want one named HTTP with http.request.method_original PURGE", attempts)
+	}
+}
+
+// TestRateLimitAndForcedBreakerAreRecorded checks the instruments of what
+// a rate limit and an operator impose: the share, the refusals, and the
+// forced state.
+func TestRateLimitAndForcedBreakerAreRecorded(t *testing.T) {
+	t.Parallel()
+	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
+	r := newRig(t, env(up.URL, map[string]string{"RATE_LIMIT": "1/h", "RATE_BURST": "1"}))
+	for range 2 {
+		_, _ = r.get(t, context.Background(), "inventory", "/", "")
+	}
+	if err := r.reg.MustClient("inventory").Force(observe.BreakerOpen, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got := r.collect(t)
+	if v := value(t, got, "outbound.rate.refused", nil); v != 1 {
+		t.Errorf("outbound.rate.refused = %v, want 1", v)
+	}
+	if v := value(t, got, "outbound.rate.share", nil); v != 1.0/3600 {
+		t.Errorf("outbound.rate.share = %v, want 1/3600", v)
+	}
+	if v := value(t, got, "outbound.breaker.forced", map[string]string{"outbound.breaker.state": "open"}); v != 1 {
+		t.Errorf("outbound.breaker.forced{open} = %v, want 1", v)
 	}
 }
