@@ -137,6 +137,10 @@ func points(data metricdata.Aggregation) []point {
 		for _, p := range d.DataPoints {
 			add(p.Attributes, float64(p.Value))
 		}
+	case metricdata.Gauge[float64]:
+		for _, p := range d.DataPoints {
+			add(p.Attributes, p.Value)
+		}
 	}
 	return out
 }
