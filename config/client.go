@@ -98,8 +98,8 @@ type Client struct {
 	RetryBudgetRatio float64 `split_words:"true" validate:"gt=0,lte=1" desc:"retries allowed as a fraction of recent calls"`
 
 	// RetryBudgetMinPerSec is the floor of retries per second always
-	// allowed by the retry budget. Baseline 10.
-	RetryBudgetMinPerSec int `split_words:"true" validate:"min=0,max=10000" desc:"retries per second always allowed by the retry budget"`
+	// allowed by the retry throttle. Baseline 10.
+	RetryBudgetMinPerSec int `split_words:"true" validate:"min=0,max=10000" desc:"retries per second always allowed by the retry throttle"`
 
 	// HedgeDelay turns hedging on: once an attempt of a request that is
 	// safe to send twice has waited this long without an answer, a copy is

@@ -42,7 +42,7 @@
 // outbound's own, each with outbound.system:
 //
 //   - outbound.calls (counter, {call}): every call by outbound.outcome
-//     ([observe.Outcome]: ok, failed, gave_up, retry_budget_spent,
+//     ([observe.Outcome]: ok, failed, gave_up, retry_throttled,
 //     canceled, and the refusals breaker_open, forced_open,
 //     bulkhead_full, budget_spent, rate_limited, which sent nothing).
 //   - outbound.call.duration (histogram, s): calls that sent at least one
