@@ -174,7 +174,7 @@ func TestBodyLimit(t *testing.T) {
 			srv := testutil.Script(t, outboundtest.Reply{Body: tt.body})
 			c := newClient(t, srv.URL, noRetries)
 			var s string
-			err := adapters.GetJSON(ctxT(t), c, []string{"big"}, &s, tt.opts...)
+			err := adapters.DoJSON(ctxT(t), c, adapters.Request{Path: []string{"big"}, Out: &s}, tt.opts...)
 			if tt.wantErr {
 				if !errors.Is(err, adapters.ErrBodyTooLarge) {
 					t.Fatalf("err = %v, want ErrBodyTooLarge", err)
@@ -281,7 +281,7 @@ func TestPathEscaping(t *testing.T) {
 	}
 
 	q := map[string][]string{"warehouse": {"IST 1"}}
-	if err := adapters.GetJSON(ctxT(t), c, []string{"stock"}, nil, adapters.WithQuery(q)); err != nil {
+	if err := adapters.DoJSON(ctxT(t), c, adapters.Request{Path: []string{"stock"}}, adapters.WithQuery(q)); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := <-rawPaths, "/api/v1/stock?tenant=a&warehouse=IST+1"; got != want {
@@ -306,7 +306,7 @@ func TestPostReplaysBodyWithIdempotencyKey(t *testing.T) {
 
 	in := map[string]any{"order_id": "42", "amount_cents": 1999}
 	var out struct{ ID string }
-	err := adapters.DoJSON(ctxT(t), c, http.MethodPost, []string{"payments"}, in, &out,
+	err := adapters.DoJSON(ctxT(t), c, adapters.Request{Method: http.MethodPost, Path: []string{"payments"}, In: in, Out: &out},
 		adapters.WithIdempotencyKey("order-42"), adapters.WithHeader("X-Request-Id", "r1"))
 	if err != nil || out.ID != "pay_1" {
 		t.Fatalf("DoJSON = %v, id %q; want pay_1", err, out.ID)
@@ -331,7 +331,7 @@ func TestPostReplaysBodyWithIdempotencyKey(t *testing.T) {
 func TestPostWithoutKeyIsNotRetried(t *testing.T) {
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable})
 	c := newClient(t, srv.URL, config.Client{})
-	err := adapters.DoJSON(ctxT(t), c, http.MethodPost, []string{"orders"}, map[string]int{"n": 1}, nil)
+	err := adapters.DoJSON(ctxT(t), c, adapters.Request{Method: http.MethodPost, Path: []string{"orders"}, In: map[string]int{"n": 1}})
 	var se *adapters.StatusError
 	if !errors.As(err, &se) || se.StatusCode != 503 {
 		t.Fatalf("err = %v, want StatusError 503", err)

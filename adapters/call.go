@@ -80,15 +80,25 @@ func WithQuery(q url.Values) Option {
 	})
 }
 
-// GetJSON sends GET <BASE_URL>/<path parts, escaped> through c and decodes
-// the JSON answer into out (nil: discard it). See [DoJSON].
-func GetJSON(ctx context.Context, c *registry.Client, path []string, out any, opts ...Option) error {
-	return DoJSON(ctx, c, http.MethodGet, path, nil, out, opts...)
+// Request is one JSON call of an adapter: what [DoJSON] sends and where
+// it decodes the answer.
+type Request struct {
+	Method string   // "" is GET
+	Path   []string // the path's parts after BASE_URL's, one segment each
+	In     any      // encoded as the JSON body; nil: no body
+	Out    any      // a 2xx answer is decoded into it; nil (or a 204): discarded
 }
 
-// DoJSON sends method <BASE_URL>/<path parts> through c with in encoded as
-// the JSON body (nil: no body), and decodes a 2xx answer into out (nil, or
-// a 204: the body is discarded).
+// GetJSON sends GET <BASE_URL>/<path parts, escaped> through c and decodes
+// the JSON answer into out (nil: discard it). See [DoJSON], which takes
+// options.
+func GetJSON(ctx context.Context, c *registry.Client, path []string, out any) error {
+	return DoJSON(ctx, c, Request{Method: http.MethodGet, Path: path, Out: out})
+}
+
+// DoJSON sends r.Method <BASE_URL>/<r.Path parts> through c with r.In
+// encoded as the JSON body (nil: no body), and decodes a 2xx answer into
+// r.Out (nil, or a 204: the body is discarded).
 //
 // Each path part is one segment, escaped with url.PathEscape, so "978/1 2"
 // is sent as 978%2F1%202; an empty, "." or ".." part fails with
@@ -102,7 +112,11 @@ func GetJSON(ctx context.Context, c *registry.Client, path []string, out any, op
 // the registry's error and carries the upstream's Retry-After), or an error matching
 // [ErrBodyTooLarge] or wrapping the JSON decoder's error. The response
 // body is always closed, which drains it (up to 256 KiB, 50ms at most).
-func DoJSON(ctx context.Context, c *registry.Client, method string, path []string, in, out any, opts ...Option) error {
+func DoJSON(ctx context.Context, c *registry.Client, r Request, opts ...Option) error {
+	method, path, in, out := r.Method, r.Path, r.In, r.Out
+	if method == "" {
+		method = http.MethodGet
+	}
 	o := callOptions{maxBody: DefaultMaxBody, header: http.Header{}, query: url.Values{}}
 	for _, opt := range opts {
 		opt.apply(&o)

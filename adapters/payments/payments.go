@@ -91,8 +91,8 @@ func (a *Adapter) Register(ctx context.Context, orderID string, amountCents int6
 		return "", fmt.Errorf("payments: order %s: amount %d cents, want > 0", orderID, amountCents)
 	}
 	var out registerResponse
-	err := adapters.DoJSON(ctx, a.c, http.MethodPost, []string{"payments"},
-		registerRequest{OrderID: orderID, AmountCents: amountCents}, &out,
+	err := adapters.DoJSON(ctx, a.c, adapters.Request{Method: http.MethodPost, Path: []string{"payments"},
+		In: registerRequest{OrderID: orderID, AmountCents: amountCents}, Out: &out},
 		adapters.WithIdempotencyKey(IdempotencyKey(orderID)))
 	if err != nil {
 		var se *adapters.StatusError

@@ -116,24 +116,27 @@ func (l Leaf) template() *x509.Certificate {
 // l.SEC1), ready for tls.X509KeyPair or a TLS_CERT_FILE / TLS_KEY_FILE.
 func (ca *CA) Issue(t testing.TB, l Leaf) (certPEM, keyPEM []byte) {
 	t.Helper()
-	return sign(t, "testutil.CA.Issue", l, ca.Cert, ca.Key)
+	return sign(t, l, ca)
 }
 
 // SelfSigned makes the certificate l signed by its own new key, and
 // returns the PEM of the certificate and of the key, as [CA.Issue] does.
 func SelfSigned(t testing.TB, l Leaf) (certPEM, keyPEM []byte) {
 	t.Helper()
-	return sign(t, "testutil.SelfSigned", l, nil, nil)
+	return sign(t, l, nil)
 }
 
-// sign creates the certificate l for a new key, signed by parent and
-// parentKey, or by itself when parent is nil.
-func sign(t testing.TB, who string, l Leaf, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (certPEM, keyPEM []byte) {
+// sign creates the certificate l for a new key, signed by ca, or by
+// itself when ca is nil.
+func sign(t testing.TB, l Leaf, ca *CA) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key := newKey(t)
 	tmpl := l.template()
-	if parent == nil {
-		parent, parentKey = tmpl, key
+	who, parent, parentKey := "testutil.CA.Issue", tmpl, key
+	if ca != nil {
+		parent, parentKey = ca.Cert, ca.Key
+	} else {
+		who = "testutil.SelfSigned"
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
 	if err != nil {
