@@ -73,8 +73,8 @@ type Metrics struct {
 // series holds the label children of one system, resolved once.
 type series struct {
 	system      string
-	calls       [observe.NumOutcomes][numClasses]prometheus.Counter // nil where not resolved at start
-	attempts    [observe.NumOutcomes][numClasses]prometheus.Counter // nil where not resolved at start
+	calls       outcomeCounters
+	attempts    outcomeCounters
 	retries     prometheus.Counter
 	callDur     prometheus.Observer
 	attemptDur  prometheus.Observer
@@ -135,35 +135,8 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 			Help:        "Drills (OUTBOUND_FAULTS=on): attempts fault injection aborted or delayed, by outcome. They are counted here only, not in outbound_attempts_total, outbound_retries_total nor the attempt duration histogram.",
 			ConstLabels: prometheus.Labels{"injected": "true"},
 		}, []string{"system", "outcome"}),
-		breakerState: prometheus.NewDesc("outbound_breaker_state",
-			"Circuit breaker state: 0 closed, 1 half-open, 2 open.", system, nil),
-		inFlight: prometheus.NewDesc("outbound_bulkhead_in_flight",
-			"Calls holding a bulkhead permit (until their body is closed).", system, nil),
-		capacity: prometheus.NewDesc("outbound_bulkhead_capacity",
-			"Bulkhead permits: MAX_CONCURRENT.", system, nil),
-		limit: prometheus.NewDesc("outbound_bulkhead_limit",
-			"Calls the bulkhead admits at once now: the adaptive limit (ADAPTIVE_CONCURRENCY), else MAX_CONCURRENT.", system, nil),
-		bhRejections: prometheus.NewDesc("outbound_bulkhead_rejections_total",
-			"Calls refused by the bulkhead: full, or no permit within BULKHEAD_MAX_WAIT.", system, nil),
-		budgetCapped: prometheus.NewDesc("outbound_budget_capped_calls_total",
-			"Calls whose deadline came from the caller's remaining budget rather than CALL_TIMEOUT.", system, nil),
-		fleetSynced: prometheus.NewDesc("outbound_fleet_synced",
-			"1 while a breaker at BREAKER_SCOPE=fleet shares evidence and state with the fleet over Redis, 0 while it decides alone (Redis failing, slow or emptied). Absent at scope local.", system, nil),
-		hedgesSent: prometheus.NewDesc("outbound_hedges_sent_total",
-			"Extra copies of attempts sent by hedging (HEDGE_DELAY).", system, nil),
-		hedgesWon: prometheus.NewDesc("outbound_hedges_won_total",
-			"Hedges whose answer the caller got.", system, nil),
-		forced: prometheus.NewDesc("outbound_breaker_forced",
-			"1 while an operator forces the breaker (state open or closed) on this pod, until the override ends or is released. Absent otherwise.", []string{"system", "state"}, nil),
-		rateShare: prometheus.NewDesc("outbound_rate_limit_share",
-			"Requests per second this pod may send under RATE_LIMIT: all of it at RATE_SCOPE=local, its share of the fleet's at fleet. Absent without a limit.", system, nil),
-		rateTokens: prometheus.NewDesc("outbound_rate_limit_tokens",
-			"Requests this pod may send at once now under RATE_LIMIT.", system, nil),
-		ratePaused: prometheus.NewDesc("outbound_rate_limit_paused",
-			"1 while the upstream has paused the system (429 or 503 with Retry-After, or its rate-limit headers), 0 otherwise.", system, nil),
-		rateRefused: prometheus.NewDesc("outbound_rate_limit_refused_total",
-			"Requests the rate limit refused (ErrRateLimited), retries and hedges included.", system, nil),
 	}
+	m.newStatusDescs()
 	empty := map[string]*series{}
 	m.systems.Store(&empty)
 	if reg != nil {
@@ -209,7 +182,7 @@ func (m *Metrics) ObserveAttempt(e observe.AttemptEvent) {
 		return
 	}
 	s := m.series(e.System)
-	m.inc(&s.attempts, m.attempts, s.system, e.Outcome, e.Status)
+	s.attempts.inc(e.Outcome, e.Status)
 	if e.Outcome.Refused() {
 		return // refused: no I/O, no duration, not a retry sent
 	}
@@ -222,7 +195,7 @@ func (m *Metrics) ObserveAttempt(e observe.AttemptEvent) {
 // ObserveCall implements observe.Observer.
 func (m *Metrics) ObserveCall(e observe.CallEvent) {
 	s := m.series(e.System)
-	m.inc(&s.calls, m.calls, s.system, e.Outcome, e.Status)
+	s.calls.inc(e.Outcome, e.Status)
 	if e.Attempts > 0 {
 		s.callDur.Observe(e.Duration.Seconds())
 	}
@@ -238,15 +211,24 @@ func (m *Metrics) ObserveBreaker(system string, from, to observe.BreakerState) {
 	m.transitions.WithLabelValues(system, string(from), string(to)).Inc()
 }
 
-// inc counts outcome o with status in the resolved children, or through
-// the vector for a pair that has none (resolved on its first use).
-func (m *Metrics) inc(children *[observe.NumOutcomes][numClasses]prometheus.Counter, vec *prometheus.CounterVec, system string, o observe.Outcome, status int) {
+// outcomeCounters are a system's children of a counter by outcome and
+// status class: resolved at start for the usual pairs (startClasses),
+// nil for the others.
+type outcomeCounters struct {
+	vec      *prometheus.CounterVec
+	system   string
+	children [observe.NumOutcomes][numClasses]prometheus.Counter
+}
+
+// inc counts outcome o with status in the resolved child, or through the
+// vector for a pair that has none (resolved on its first use).
+func (c *outcomeCounters) inc(o observe.Outcome, status int) {
 	k := classIndex(status)
-	if int(o) < len(children) && children[o][k] != nil {
-		children[o][k].Inc()
+	if int(o) < len(c.children) && c.children[o][k] != nil {
+		c.children[o][k].Inc()
 		return
 	}
-	vec.WithLabelValues(system, o.String(), observe.StatusClass(status)).Inc()
+	c.vec.WithLabelValues(c.system, o.String(), observe.StatusClass(status)).Inc()
 }
 
 // numClasses is the number of values of status_class: none, 1xx..5xx.
@@ -308,14 +290,16 @@ func (m *Metrics) resolveLocked(system string) *series {
 		attemptDur:  m.attemptDur.WithLabelValues(system),
 		transitions: make(map[transition]prometheus.Counter, len(transitions)),
 	}
+	s.calls = outcomeCounters{vec: m.calls, system: system}
 	for _, o := range observe.CallOutcomes() {
 		for _, k := range startClasses(o) {
-			s.calls[o][k] = m.calls.WithLabelValues(system, o.String(), classLabel(k))
+			s.calls.children[o][k] = m.calls.WithLabelValues(system, o.String(), classLabel(k))
 		}
 	}
+	s.attempts = outcomeCounters{vec: m.attempts, system: system}
 	for _, o := range observe.AttemptOutcomes() {
 		for _, k := range startClasses(o) {
-			s.attempts[o][k] = m.attempts.WithLabelValues(system, o.String(), classLabel(k))
+			s.attempts.children[o][k] = m.attempts.WithLabelValues(system, o.String(), classLabel(k))
 		}
 	}
 	for _, t := range transitions {
@@ -428,4 +412,38 @@ func (m *Metrics) collectControls(ch chan<- prometheus.Metric, st observe.Status
 	ch <- prometheus.MustNewConstMetric(m.rateTokens, prometheus.GaugeValue, r.Tokens, st.System)
 	ch <- prometheus.MustNewConstMetric(m.ratePaused, prometheus.GaugeValue, paused, st.System)
 	ch <- prometheus.MustNewConstMetric(m.rateRefused, prometheus.CounterValue, float64(r.Refused), st.System)
+}
+
+// newStatusDescs describes the gauges and counters read from Status at
+// scrape time.
+func (m *Metrics) newStatusDescs() {
+	system := []string{"system"}
+	m.breakerState = prometheus.NewDesc("outbound_breaker_state",
+		"Circuit breaker state: 0 closed, 1 half-open, 2 open.", system, nil)
+	m.inFlight = prometheus.NewDesc("outbound_bulkhead_in_flight",
+		"Calls holding a bulkhead permit (until their body is closed).", system, nil)
+	m.capacity = prometheus.NewDesc("outbound_bulkhead_capacity",
+		"Bulkhead permits: MAX_CONCURRENT.", system, nil)
+	m.limit = prometheus.NewDesc("outbound_bulkhead_limit",
+		"Calls the bulkhead admits at once now: the adaptive limit (ADAPTIVE_CONCURRENCY), else MAX_CONCURRENT.", system, nil)
+	m.bhRejections = prometheus.NewDesc("outbound_bulkhead_rejections_total",
+		"Calls refused by the bulkhead: full, or no permit within BULKHEAD_MAX_WAIT.", system, nil)
+	m.budgetCapped = prometheus.NewDesc("outbound_budget_capped_calls_total",
+		"Calls whose deadline came from the caller's remaining budget rather than CALL_TIMEOUT.", system, nil)
+	m.fleetSynced = prometheus.NewDesc("outbound_fleet_synced",
+		"1 while a breaker at BREAKER_SCOPE=fleet shares evidence and state with the fleet over Redis, 0 while it decides alone (Redis failing, slow or emptied). Absent at scope local.", system, nil)
+	m.hedgesSent = prometheus.NewDesc("outbound_hedges_sent_total",
+		"Extra copies of attempts sent by hedging (HEDGE_DELAY).", system, nil)
+	m.hedgesWon = prometheus.NewDesc("outbound_hedges_won_total",
+		"Hedges whose answer the caller got.", system, nil)
+	m.forced = prometheus.NewDesc("outbound_breaker_forced",
+		"1 while an operator forces the breaker (state open or closed) on this pod, until the override ends or is released. Absent otherwise.", []string{"system", "state"}, nil)
+	m.rateShare = prometheus.NewDesc("outbound_rate_limit_share",
+		"Requests per second this pod may send under RATE_LIMIT: all of it at RATE_SCOPE=local, its share of the fleet's at fleet. Absent without a limit.", system, nil)
+	m.rateTokens = prometheus.NewDesc("outbound_rate_limit_tokens",
+		"Requests this pod may send at once now under RATE_LIMIT.", system, nil)
+	m.ratePaused = prometheus.NewDesc("outbound_rate_limit_paused",
+		"1 while the upstream has paused the system (429 or 503 with Retry-After, or its rate-limit headers), 0 otherwise.", system, nil)
+	m.rateRefused = prometheus.NewDesc("outbound_rate_limit_refused_total",
+		"Requests the rate limit refused (ErrRateLimited), retries and hedges included.", system, nil)
 }

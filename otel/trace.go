@@ -150,7 +150,7 @@ func (t *attemptTracer) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, span := t.i.tracer.Start(ctx, spanName(method, observe.Route(ctx)), sets.start...)
 	out := req
 	if span.IsRecording() {
-		t.recordStart(span, req, known, host, port)
+		t.recordStart(span, req, known, server{host, port})
 		out = req.WithContext(ctx)
 	}
 	if span.SpanContext().IsValid() {
@@ -178,10 +178,16 @@ func (t *attemptTracer) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// server is server.address and server.port of an attempt.
+type server struct {
+	host string
+	port int
+}
+
 // recordStart sets the attributes of a recording attempt span that its
 // start did not have, and those of its call's span that its first attempt
 // gives.
-func (t *attemptTracer) recordStart(span trace.Span, req *http.Request, known bool, host string, port int) {
+func (t *attemptTracer) recordStart(span trace.Span, req *http.Request, known bool, srv server) {
 	var kvs [4]attribute.KeyValue
 	attrs := append(kvs[:0], semconv.URLFull(fullURL(req.URL, observe.Route(req.Context()))))
 	if !known {
@@ -194,7 +200,7 @@ func (t *attemptTracer) recordStart(span trace.Span, req *http.Request, known bo
 		if resend := int(c.sent.Add(1)) - 1; resend > 0 {
 			attrs = append(attrs, semconv.HTTPRequestResendCount(resend))
 		} else {
-			c.span.SetAttributes(semconv.ServerAddress(host), semconv.ServerPort(port))
+			c.span.SetAttributes(semconv.ServerAddress(srv.host), semconv.ServerPort(srv.port))
 		}
 	}
 	span.SetAttributes(attrs...)

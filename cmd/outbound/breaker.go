@@ -47,7 +47,7 @@ Flags:
 		fmt.Fprintf(stderr, "outbound breaker: state %q: want open, closed or auto\n", state)
 		return exitUsage
 	}
-	body, err := postControl(ctx, *pod, system, state, *forD)
+	body, err := postControl(ctx, *pod, override{system, state, *forD})
 	if err != nil {
 		fmt.Fprintf(stderr, "outbound breaker: %v\n", err)
 		return exitInvalid
@@ -56,9 +56,16 @@ Flags:
 	return exitOK
 }
 
+// override is what an operator asks of a system's breaker.
+type override struct {
+	system, state string // state: open, closed or auto
+	d             time.Duration
+}
+
 // postControl asks the pod's controls for the override and returns the
 // system's status it answers with.
-func postControl(ctx context.Context, pod, system, state string, d time.Duration) (string, error) {
+func postControl(ctx context.Context, pod string, o override) (string, error) {
+	system, state, d := o.system, o.state, o.d
 	u, err := url.Parse(strings.TrimSuffix(pod, "/") + "/breaker/" + url.PathEscape(system))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 		return "", errors.New("--pod must be an http(s) URL")

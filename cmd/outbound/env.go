@@ -38,56 +38,14 @@ func runEnv(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	nameSet := false
-	fs.Visit(func(f *flag.Flag) { nameSet = nameSet || f.Name == "name" })
-	switch *format {
-	case "table", "dotenv", "configmap":
-	default:
-		fmt.Fprintf(stderr, "outbound env: unknown --format %q: use table, dotenv or configmap\n", *format)
-		return exitUsage
-	}
-	if nameSet && *format != "configmap" {
-		fmt.Fprintln(stderr, "outbound env: --name applies only to --format configmap")
-		return exitUsage
-	}
-	if len(*cmName) > 253 || !dnsSubdomainRE.MatchString(*cmName) {
-		fmt.Fprintf(stderr, "outbound env: --name %q is not a valid ConfigMap name (lower case letters, digits, '-' and '.', at most 253)\n", *cmName)
-		return exitUsage
-	}
-	if !declared(systems) {
-		fmt.Fprintln(stderr, "outbound env: "+noSystems)
-		return exitUsage
+	if code, ok := checkEnvFlags(fs, envFlags{*format, *cmName, systems}, stderr); !ok {
+		return code
 	}
 
-	// config.Load says which systems are declared, in which order, and
-	// what is wrong with the list itself. Problems with the values of a
-	// system do not matter here: env documents defaults.
-	loaded, probs, err := load(systems)
-	if err != nil {
-		fmt.Fprintf(stderr, "outbound env: %v\n", err)
-		return exitInvalid
+	names, vars, code, ok := envVars(systems, stderr)
+	if !ok {
+		return code
 	}
-	var global []config.Problem
-	for _, p := range probs {
-		if p.System == "" {
-			global = append(global, p)
-		}
-	}
-	if len(global) > 0 {
-		fmt.Fprintf(stderr, "outbound env: the list of systems is invalid (%s):\n", plural(len(global), "problem"))
-		for _, p := range global {
-			fmt.Fprintln(stderr, "  "+p.Error())
-		}
-		return exitInvalid
-	}
-	decl := make([]config.System, len(loaded))
-	names := make([]string, len(loaded))
-	for i, l := range loaded {
-		decl[i] = config.System{Name: l.Name}
-		names[i] = l.Name
-	}
-	// The registry's variables first, then the systems'; all from config.
-	vars := append(config.GlobalReference(), config.Reference(decl...)...)
 
 	w := bufio.NewWriter(stdout)
 	switch *format {
@@ -226,4 +184,70 @@ func yamlQuote(s string) string {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
 	return strconv.QuoteToASCII(s)
+}
+
+// envFlags are env's flags as parsed.
+type envFlags struct {
+	format, cmName string
+	systems        systemFlag
+}
+
+// checkEnvFlags checks env's flags together: the format, the ConfigMap's
+// name, and that some system is declared.
+func checkEnvFlags(fs *flag.FlagSet, f envFlags, stderr io.Writer) (int, bool) {
+	format, cmName, systems := f.format, f.cmName, f.systems
+	nameSet := false
+	fs.Visit(func(f *flag.Flag) { nameSet = nameSet || f.Name == "name" })
+	switch format {
+	case "table", "dotenv", "configmap":
+	default:
+		fmt.Fprintf(stderr, "outbound env: unknown --format %q: use table, dotenv or configmap\n", format)
+		return exitUsage, false
+	}
+	if nameSet && format != "configmap" {
+		fmt.Fprintln(stderr, "outbound env: --name applies only to --format configmap")
+		return exitUsage, false
+	}
+	if len(cmName) > 253 || !dnsSubdomainRE.MatchString(cmName) {
+		fmt.Fprintf(stderr, "outbound env: --name %q is not a valid ConfigMap name (lower case letters, digits, '-' and '.', at most 253)\n", cmName)
+		return exitUsage, false
+	}
+	if !declared(systems) {
+		fmt.Fprintln(stderr, "outbound env: "+noSystems)
+		return exitUsage, false
+	}
+	return exitOK, true
+}
+
+// envVars returns the declared systems' names and the reference of the
+// registry's variables, then the systems'. config.Load says which
+// systems are declared, in which order, and what is wrong with the list
+// itself; problems with the values of a system do not matter here: env
+// documents defaults.
+func envVars(systems systemFlag, stderr io.Writer) (names []string, vars []config.Var, code int, ok bool) {
+	loaded, probs, err := load(systems)
+	if err != nil {
+		fmt.Fprintf(stderr, "outbound env: %v\n", err)
+		return nil, nil, exitInvalid, false
+	}
+	var global []config.Problem
+	for _, p := range probs {
+		if p.System == "" {
+			global = append(global, p)
+		}
+	}
+	if len(global) > 0 {
+		fmt.Fprintf(stderr, "outbound env: the list of systems is invalid (%s):\n", plural(len(global), "problem"))
+		for _, p := range global {
+			fmt.Fprintln(stderr, "  "+p.Error())
+		}
+		return nil, nil, exitInvalid, false
+	}
+	decl := make([]config.System, len(loaded))
+	names = make([]string, len(loaded))
+	for i, l := range loaded {
+		decl[i] = config.System{Name: l.Name}
+		names[i] = l.Name
+	}
+	return names, append(config.GlobalReference(), config.Reference(decl...)...), exitOK, true
 }
