@@ -13,12 +13,14 @@
 // median of the rounds: requests per second, the ratios to raw and to the
 // hand-rolled reference (medians of the per-round ratios, so that drift of
 // the machine cancels out, with their range over the rounds), latency p50
-// and p99, heap allocations and bytes per call (runtime.MemStats deltas
-// over the round divided by calls) and the connections the server
-// accepted in the round.
+// and p99, the CPU time of the process per call (getrusage; other load
+// on the machine moves it far less than req/s), heap allocations and
+// bytes per call (runtime.MemStats deltas over the round divided by
+// calls) and the connections the server accepted in the round.
 //
 // By default the server runs in the same process, so that client and
-// server share the CPUs and the allocations counted are theirs together.
+// server share the CPUs and the CPU time and allocations counted are
+// theirs together.
 // To measure the client alone, run the server in a process of its own and
 // point the client at it:
 //
@@ -203,7 +205,9 @@ func runPeers(o options) (err error) {
 		}
 	}
 	printTable(os.Stdout, o, cells)
-	fmt.Printf("\ntotal run time %v; load average at the end: %s\n", time.Since(start).Round(100*time.Millisecond), loadAvg())
+	end := fmt.Sprintf("total run time %v; load average at the end: %s", time.Since(start).Round(100*time.Millisecond), loadAvg())
+	fmt.Printf("\n%s\n", end)
+	fmt.Fprintln(bf, end)
 	return nil
 }
 

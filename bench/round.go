@@ -18,6 +18,7 @@ type result struct {
 	elapsed       time.Duration
 	rps, p50, p99 float64 // p50, p99 in ns
 	allocs, bytes float64 // per call
+	cpu           float64 // CPU time of this process per call, in ns
 	conns         int64
 	errors        int
 }
@@ -54,7 +55,9 @@ func runRound(c client, inflight int, d time.Duration, up *upstream) (result, er
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	cpu0 := processCPU()
 	elapsed := measure(call, workers, d)
+	cpu := processCPU() - cpu0
 	runtime.ReadMemStats(&m1)
 	conns1, err := up.conns()
 	if err != nil {
@@ -83,6 +86,7 @@ func runRound(c client, inflight int, d time.Duration, up *upstream) (result, er
 	res.p99 = all.quantile(0.99)
 	res.allocs = float64(m1.Mallocs-m0.Mallocs) / float64(res.calls)
 	res.bytes = float64(m1.TotalAlloc-m0.TotalAlloc) / float64(res.calls)
+	res.cpu = float64(cpu.Nanoseconds()) / float64(res.calls)
 	return res, nil
 }
 
@@ -143,9 +147,9 @@ func printHeader(w io.Writer, o options, up *upstream) {
 	fmt.Fprintf(w, "%s, %s/%s, GOMAXPROCS=%d, NumCPU=%d, CPUs allowed: %s, CPU: %s\n", runtime.Version(),
 		runtime.GOOS, runtime.GOARCH, runtime.GOMAXPROCS(0), runtime.NumCPU(), cpusAllowed(), cpuModel())
 	if up.remote {
-		fmt.Fprintf(w, "server in another process (%s): allocs/call and B/call are this client process's alone\n", up.url)
+		fmt.Fprintf(w, "server in another process (%s): CPU/call, allocs/call and B/call are this client process's alone\n", up.url)
 	} else {
-		fmt.Fprintf(w, "server in this process: allocs/call and B/call are client and server together\n")
+		fmt.Fprintf(w, "server in this process: CPU/call, allocs/call and B/call are client and server together\n")
 	}
 	fmt.Fprintf(w, "loopback HTTP/1.1 GET, %d-byte body read and closed; %d rounds of %v per cell, interleaved; medians\n",
 		len(body), o.rounds, o.duration)
@@ -155,8 +159,8 @@ func printHeader(w io.Writer, o options, up *upstream) {
 // printTable prints one row per client and level: medians over the
 // rounds, and the ratios to raw and to the hand-rolled reference.
 func printTable(w io.Writer, o options, cells map[cellKey][]result) {
-	fmt.Fprintln(w, "| client | in flight | req/s | vs raw | vs hand-rolled | p50 | p99 | allocs/call | B/call | conns | errors |")
-	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "| client | in flight | req/s | vs raw | vs hand-rolled | p50 | p99 | CPU/call | allocs/call | B/call | conns | errors |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, n := range o.levels {
 		raw, ref := cells[cellKey{"raw", n}], cells[cellKey{"hand-rolled", n}]
 		for _, c := range o.clients {
@@ -165,10 +169,11 @@ func printTable(w io.Writer, o options, cells map[cellKey][]result) {
 			for _, r := range runs {
 				errs += r.errors
 			}
-			fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %s | %.1f | %.0f | %.0f | %d |\n", c.name, n,
+			fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %s | %.1fµs | %.1f | %.0f | %.0f | %d |\n", c.name, n,
 				median(field(runs, func(r result) float64 { return r.rps })), ratio(runs, raw), ratio(runs, ref),
 				fmtDur(median(field(runs, func(r result) float64 { return r.p50 }))),
 				fmtDur(median(field(runs, func(r result) float64 { return r.p99 }))),
+				median(field(runs, func(r result) float64 { return r.cpu }))/1e3,
 				median(field(runs, func(r result) float64 { return r.allocs })),
 				median(field(runs, func(r result) float64 { return r.bytes })),
 				median(field(runs, func(r result) float64 { return float64(r.conns) })), errs)
@@ -191,7 +196,7 @@ func ratio(runs, ref []result) string {
 }
 
 // writeBenchHeader writes the configuration lines of Go's benchmark
-// format.
+// format, and the load average as a line that benchstat ignores.
 func writeBenchHeader(w io.Writer, up *upstream) {
 	server := "in-process"
 	if up.remote {
@@ -199,8 +204,10 @@ func writeBenchHeader(w io.Writer, up *upstream) {
 	}
 	fmt.Fprintf(w, "goos: %s\ngoarch: %s\npkg: github.com/outbound-go/outbound/bench\ncpu: %s\n",
 		runtime.GOOS, runtime.GOARCH, cpuModel())
-	fmt.Fprintf(w, "go: %s\ncpus-allowed: %s\nserver: %s\nload-at-start: %s\n",
-		runtime.Version(), cpusAllowed(), server, loadAvg())
+	fmt.Fprintf(w, "go: %s\ncpus-allowed: %s\nserver: %s\n", runtime.Version(), cpusAllowed(), server)
+	// Not a configuration line ("key: value", key without spaces): a value
+	// that differs between runs would keep benchstat from comparing them.
+	fmt.Fprintf(w, "load average at start: %s\n", loadAvg())
 }
 
 // writeBenchLine writes one round as one benchmark result, named
@@ -211,6 +218,6 @@ func writeBenchLine(w io.Writer, k cellKey, r result) {
 	if p := runtime.GOMAXPROCS(0); p > 1 {
 		name += fmt.Sprintf("-%d", p)
 	}
-	fmt.Fprintf(w, "%s\t%d\t%.1f ns/op\t%.0f req/s\t%.0f p50-ns\t%.0f p99-ns\t%.1f B/op\t%.2f allocs/op\t%d conns\n",
-		name, r.calls, float64(r.elapsed.Nanoseconds())/float64(r.calls), r.rps, r.p50, r.p99, r.bytes, r.allocs, r.conns)
+	fmt.Fprintf(w, "%s\t%d\t%.1f ns/op\t%.0f req/s\t%.0f p50-ns\t%.0f p99-ns\t%.0f cpu-ns/op\t%.1f B/op\t%.2f allocs/op\t%d conns\n",
+		name, r.calls, float64(r.elapsed.Nanoseconds())/float64(r.calls), r.rps, r.p50, r.p99, r.cpu, r.bytes, r.allocs, r.conns)
 }
