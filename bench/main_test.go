@@ -19,7 +19,8 @@ func TestMain(m *testing.M) {
 
 // TestRemoteUpstreamCountsTheServersConnections: a client in another
 // process reads the bench server's accepted connections through its
-// conns endpoint, and the endpoint's own connection is not counted twice.
+// statistics endpoint, and the endpoint's own connection is not counted
+// twice; the server's CPU time comes along.
 func TestRemoteUpstreamCountsTheServersConnections(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -40,7 +41,7 @@ func TestRemoteUpstreamCountsTheServersConnections(t *testing.T) {
 		t.Fatalf("upstream = %+v, want remote, url %s/item", up, s.base)
 	}
 
-	before, err := up.conns()
+	before, err := up.stats()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,12 +52,15 @@ func TestRemoteUpstreamCountsTheServersConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	after, err := up.conns()
+	after, err := up.stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := after - before; got != 3 {
+	if got := after.conns - before.conns; got != 3 {
 		t.Errorf("connections counted = %d, want 3", got)
+	}
+	if before.cpu <= 0 || after.cpu < before.cpu {
+		t.Errorf("server CPU time went from %v to %v, want a positive time that does not go back", before.cpu, after.cpu)
 	}
 }
 

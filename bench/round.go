@@ -19,6 +19,8 @@ type result struct {
 	rps, p50, p99 float64 // p50, p99 in ns
 	allocs, bytes float64 // per call
 	cpu           float64 // CPU time of this process per call, in ns
+	busy          float64 // CPU time of this process over the round's wall time
+	serverCPU     float64 // the server process's CPU time per call in ns; < 0: not known
 	conns         int64
 	errors        int
 }
@@ -33,12 +35,20 @@ type worker struct {
 	_      [64]byte // keep workers' counters on separate cache lines
 }
 
+// window is what runRound reads around the measured window.
+type window struct {
+	mem    runtime.MemStats
+	cpu    time.Duration
+	server serverStats
+}
+
 // runRound builds a fresh client, warms it up (each worker makes a few
 // calls, which also opens the connections), then runs inflight workers for
-// d and tallies the round. The server's connection count is read before
-// the client is built and after the round, outside the measured window.
+// d and tallies the round. The server's statistics are read before the
+// client is built (connections), before and after the measured window
+// (CPU time), always outside it.
 func runRound(c client, inflight int, d time.Duration, up *upstream) (result, error) {
-	conns0, err := up.conns()
+	before, err := up.stats()
 	if err != nil {
 		return result{}, err
 	}
@@ -52,21 +62,38 @@ func runRound(c client, inflight int, d time.Duration, up *upstream) (result, er
 		return result{}, err
 	}
 
+	var w0, w1 window
+	if w0.server, err = up.stats(); err != nil {
+		return result{}, err
+	}
 	runtime.GC()
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	cpu0 := processCPU()
+	runtime.ReadMemStats(&w0.mem)
+	w0.cpu = processCPU()
 	elapsed := measure(call, workers, d)
-	cpu := processCPU() - cpu0
-	runtime.ReadMemStats(&m1)
-	conns1, err := up.conns()
-	if err != nil {
+	w1.cpu = processCPU()
+	runtime.ReadMemStats(&w1.mem)
+	if w1.server, err = up.stats(); err != nil {
 		return result{}, err
 	}
 
-	var all histogram
-	res := result{elapsed: elapsed, conns: conns1 - conns0}
+	res, first := tally(workers)
+	if first != nil {
+		fmt.Fprintf(os.Stderr, "  %s: %d errors, the first: %v\n", c.name, res.errors, first)
+	}
+	if res.calls == 0 {
+		return result{}, errors.New("no call finished")
+	}
+	res.conns = w1.server.conns - before.conns
+	res.perCall(elapsed, w0, w1)
+	return res, nil
+}
+
+// tally adds the workers' counts and latencies up, and returns the first
+// error any of them saw.
+func tally(workers []worker) (result, error) {
+	var res result
 	var first error
+	var all histogram
 	for i := range workers {
 		all.merge(&workers[i].hist)
 		res.calls += workers[i].calls
@@ -75,19 +102,24 @@ func runRound(c client, inflight int, d time.Duration, up *upstream) (result, er
 			first = workers[i].first
 		}
 	}
-	if first != nil {
-		fmt.Fprintf(os.Stderr, "  %s: %d errors, the first: %v\n", c.name, res.errors, first)
-	}
-	if res.calls == 0 {
-		return result{}, errors.New("no call finished")
-	}
-	res.rps = float64(res.calls) / elapsed.Seconds()
 	res.p50 = all.quantile(0.50)
 	res.p99 = all.quantile(0.99)
-	res.allocs = float64(m1.Mallocs-m0.Mallocs) / float64(res.calls)
-	res.bytes = float64(m1.TotalAlloc-m0.TotalAlloc) / float64(res.calls)
-	res.cpu = float64(cpu.Nanoseconds()) / float64(res.calls)
-	return res, nil
+	return res, first
+}
+
+// perCall divides what changed between w0 and w1 by r.calls.
+func (r *result) perCall(elapsed time.Duration, w0, w1 window) {
+	n := float64(r.calls)
+	r.elapsed = elapsed
+	r.rps = n / elapsed.Seconds()
+	r.allocs = float64(w1.mem.Mallocs-w0.mem.Mallocs) / n
+	r.bytes = float64(w1.mem.TotalAlloc-w0.mem.TotalAlloc) / n
+	r.cpu = float64(w1.cpu-w0.cpu) / n
+	r.busy = float64(w1.cpu-w0.cpu) / float64(elapsed)
+	r.serverCPU = -1
+	if w0.server.cpu >= 0 && w1.server.cpu >= 0 {
+		r.serverCPU = float64(w1.server.cpu-w0.server.cpu) / n
+	}
 }
 
 // warmUp makes 20 calls from each worker and fails on the first error.
@@ -159,8 +191,8 @@ func printHeader(w io.Writer, o options, up *upstream) {
 // printTable prints one row per client and level: medians over the
 // rounds, and the ratios to raw and to the hand-rolled reference.
 func printTable(w io.Writer, o options, cells map[cellKey][]result) {
-	fmt.Fprintln(w, "| client | in flight | req/s | vs raw | vs hand-rolled | p50 | p99 | CPU/call | allocs/call | B/call | conns | errors |")
-	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "| client | in flight | req/s | vs raw | vs hand-rolled | p50 | p99 | CPU/call | CPU busy | server CPU/call | allocs/call | B/call | conns | errors |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, n := range o.levels {
 		raw, ref := cells[cellKey{"raw", n}], cells[cellKey{"hand-rolled", n}]
 		for _, c := range o.clients {
@@ -169,14 +201,14 @@ func printTable(w io.Writer, o options, cells map[cellKey][]result) {
 			for _, r := range runs {
 				errs += r.errors
 			}
-			fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %s | %.1fµs | %.1f | %.0f | %.0f | %d |\n", c.name, n,
-				median(field(runs, func(r result) float64 { return r.rps })), ratio(runs, raw), ratio(runs, ref),
-				fmtDur(median(field(runs, func(r result) float64 { return r.p50 }))),
-				fmtDur(median(field(runs, func(r result) float64 { return r.p99 }))),
-				median(field(runs, func(r result) float64 { return r.cpu }))/1e3,
-				median(field(runs, func(r result) float64 { return r.allocs })),
-				median(field(runs, func(r result) float64 { return r.bytes })),
-				median(field(runs, func(r result) float64 { return float64(r.conns) })), errs)
+			med := func(f func(r result) float64) float64 { return median(field(runs, f)) }
+			fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %s | %.1fµs | %.0f%% | %s | %.1f | %.0f | %.0f | %d |\n",
+				c.name, n, med(func(r result) float64 { return r.rps }), ratio(runs, raw), ratio(runs, ref),
+				fmtDur(med(func(r result) float64 { return r.p50 })), fmtDur(med(func(r result) float64 { return r.p99 })),
+				med(func(r result) float64 { return r.cpu })/1e3, 100*med(func(r result) float64 { return r.busy }),
+				fmtCPU(med(func(r result) float64 { return r.serverCPU })),
+				med(func(r result) float64 { return r.allocs }), med(func(r result) float64 { return r.bytes }),
+				med(func(r result) float64 { return float64(r.conns) }), errs)
 		}
 	}
 }
@@ -218,6 +250,10 @@ func writeBenchLine(w io.Writer, k cellKey, r result) {
 	if p := runtime.GOMAXPROCS(0); p > 1 {
 		name += fmt.Sprintf("-%d", p)
 	}
-	fmt.Fprintf(w, "%s\t%d\t%.1f ns/op\t%.0f req/s\t%.0f p50-ns\t%.0f p99-ns\t%.0f cpu-ns/op\t%.1f B/op\t%.2f allocs/op\t%d conns\n",
-		name, r.calls, float64(r.elapsed.Nanoseconds())/float64(r.calls), r.rps, r.p50, r.p99, r.cpu, r.bytes, r.allocs, r.conns)
+	fmt.Fprintf(w, "%s\t%d\t%.1f ns/op\t%.0f req/s\t%.0f p50-ns\t%.0f p99-ns\t%.0f cpu-ns/op\t%.3f cpu-busy",
+		name, r.calls, float64(r.elapsed.Nanoseconds())/float64(r.calls), r.rps, r.p50, r.p99, r.cpu, r.busy)
+	if r.serverCPU >= 0 {
+		fmt.Fprintf(w, "\t%.0f server-cpu-ns/op", r.serverCPU)
+	}
+	fmt.Fprintf(w, "\t%.1f B/op\t%.2f allocs/op\t%d conns\n", r.bytes, r.allocs, r.conns)
 }

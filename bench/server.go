@@ -11,17 +11,17 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 )
 
-// connsPath is the path at which the bench server reports the number of
-// connections it has accepted, so that a client in another process can
-// fill the conns column. Every other path gets the 64-byte body.
-const connsPath = "/conns"
+// statsPath is the path at which the bench server reports the
+// connections it has accepted and the CPU time its process has used
+// ("<conns> <cpu-ns>"), so that a client in another process can fill the
+// conns and server CPU columns. Every other path gets the 64-byte body.
+const statsPath = "/stats"
 
 // server is the loopback server every client calls; it counts the
 // connections it accepts.
@@ -37,8 +37,8 @@ func startServer(ln net.Listener) *server {
 	s := &server{base: "http://" + ln.Addr().String(), done: make(chan error, 1)}
 	s.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == connsPath {
-				_, _ = io.WriteString(w, strconv.FormatInt(s.conns.Load(), 10))
+			if r.URL.Path == statsPath {
+				_, _ = fmt.Fprintf(w, "%d %d", s.conns.Load(), processCPU().Nanoseconds())
 				return
 			}
 			w.Header().Set("Content-Type", "text/plain")
@@ -85,11 +85,19 @@ func serve(addr string) error {
 	}
 }
 
+// serverStats is what the server says about itself: the connections it
+// has accepted and the CPU time of its process (< 0: not known apart from
+// the client's, when it runs in the same process).
+type serverStats struct {
+	conns int64
+	cpu   time.Duration
+}
+
 // upstream is the server of a peer run, in this process or in another.
 type upstream struct {
 	url    string // the URL every client GETs
 	remote bool   // the server runs in another process (-target)
-	conns  func() (int64, error)
+	stats  func() (serverStats, error)
 	close  func()
 }
 
@@ -102,7 +110,7 @@ func localUpstream() (*upstream, error) {
 	s := startServer(ln)
 	return &upstream{
 		url:   s.base + "/item",
-		conns: func() (int64, error) { return s.conns.Load(), nil },
+		stats: func() (serverStats, error) { return serverStats{conns: s.conns.Load(), cpu: -1}, nil },
 		close: func() { _ = s.close() },
 	}, nil
 }
@@ -115,35 +123,37 @@ func remoteUpstream(target string) (*upstream, error) {
 		return nil, fmt.Errorf("-target %q: want the URL a -serve process printed (http://host:port)", target)
 	}
 	base := strings.TrimSuffix(target, "/")
-	// Its own small client: the conns count is read before and after a
-	// round, outside the measured window.
+	// Its own small client: the statistics are read around a round,
+	// outside the measured window.
 	t := &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true}
 	c := &http.Client{Transport: t, Timeout: 5 * time.Second}
 	up := &upstream{url: base + "/item", remote: true, close: t.CloseIdleConnections}
-	up.conns = func() (int64, error) { return remoteConns(c, base+connsPath) }
-	if _, err := up.conns(); err != nil {
+	up.stats = func() (serverStats, error) { return remoteStats(c, base+statsPath) }
+	if _, err := up.stats(); err != nil {
 		up.close()
 		return nil, fmt.Errorf("-target %s is not a bench -serve: %w", target, err)
 	}
 	return up, nil
 }
 
-func remoteConns(c *http.Client, url string) (int64, error) {
+func remoteStats(c *http.Client, url string) (serverStats, error) {
 	resp, err := c.Get(url)
 	if err != nil {
-		return 0, err
+		return serverStats{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64))
 	if err != nil {
-		return 0, err
+		return serverStats{}, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
+		return serverStats{}, fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
 	}
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("GET %s: %w", url, err)
+	var st serverStats
+	var cpu int64
+	if _, err := fmt.Sscanf(string(b), "%d %d", &st.conns, &cpu); err != nil {
+		return serverStats{}, fmt.Errorf("GET %s: %q: %w", url, b, err)
 	}
-	return n, nil
+	st.cpu = time.Duration(cpu)
+	return st, nil
 }

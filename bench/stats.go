@@ -88,6 +88,14 @@ func fmtDur(ns float64) string {
 	}
 }
 
+// fmtCPU is a CPU time per call in µs, or "–" when it is not known (< 0).
+func fmtCPU(ns float64) string {
+	if ns < 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1fµs", ns/1e3)
+}
+
 // loadAvg is the 1, 5 and 15 minute load averages, which say how much
 // else was running on the machine.
 func loadAvg() string {
