@@ -189,10 +189,11 @@ func printHeader(w io.Writer, o options, up *upstream) {
 }
 
 // printTable prints one row per client and level: medians over the
-// rounds, and the ratios to raw and to the hand-rolled reference.
+// rounds, and the ratios of throughput to raw and to the hand-rolled
+// reference, and of CPU per call to the reference's.
 func printTable(w io.Writer, o options, cells map[cellKey][]result) {
-	fmt.Fprintln(w, "| client | in flight | req/s | vs raw | vs hand-rolled | p50 | p99 | CPU/call | CPU busy | server CPU/call | allocs/call | B/call | conns | errors |")
-	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "| client | in flight | req/s | vs raw | vs hand-rolled | p50 | p99 | CPU/call | CPU vs hand-rolled | CPU busy | server CPU/call | allocs/call | B/call | conns | errors |")
+	fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 	for _, n := range o.levels {
 		raw, ref := cells[cellKey{"raw", n}], cells[cellKey{"hand-rolled", n}]
 		for _, c := range o.clients {
@@ -202,10 +203,10 @@ func printTable(w io.Writer, o options, cells map[cellKey][]result) {
 				errs += r.errors
 			}
 			med := func(f func(r result) float64) float64 { return median(field(runs, f)) }
-			fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %s | %.1fµs | %.0f%% | %s | %.1f | %.0f | %.0f | %d |\n",
-				c.name, n, med(func(r result) float64 { return r.rps }), ratio(runs, raw), ratio(runs, ref),
+			fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %s | %.1fµs | %s | %.0f%% | %s | %.1f | %.0f | %.0f | %d |\n",
+				c.name, n, med(rps), ratio(runs, raw, rps), ratio(runs, ref, rps),
 				fmtDur(med(func(r result) float64 { return r.p50 })), fmtDur(med(func(r result) float64 { return r.p99 })),
-				med(func(r result) float64 { return r.cpu })/1e3, 100*med(func(r result) float64 { return r.busy }),
+				med(cpu)/1e3, ratio(runs, ref, cpu), 100*med(func(r result) float64 { return r.busy }),
 				fmtCPU(med(func(r result) float64 { return r.serverCPU })),
 				med(func(r result) float64 { return r.allocs }), med(func(r result) float64 { return r.bytes }),
 				med(func(r result) float64 { return float64(r.conns) }), errs)
@@ -213,19 +214,23 @@ func printTable(w io.Writer, o options, cells map[cellKey][]result) {
 	}
 }
 
-// ratio is the median over the rounds of runs' throughput divided by
-// ref's in the same round, with the lowest and highest of these ratios,
-// or "–" without ref.
-func ratio(runs, ref []result) string {
+// ratio is the median over the rounds of f(runs) divided by f(ref) in
+// the same round, with the lowest and highest of these ratios, or "–"
+// without ref.
+func ratio(runs, ref []result, f func(result) float64) string {
 	if len(ref) != len(runs) || len(runs) == 0 {
 		return "–"
 	}
 	rs := make([]float64, len(runs))
 	for i := range runs {
-		rs[i] = runs[i].rps / ref[i].rps
+		rs[i] = f(runs[i]) / f(ref[i])
 	}
 	return fmt.Sprintf("%.2fx (%.2f–%.2f)", median(rs), slices.Min(rs), slices.Max(rs))
 }
+
+func rps(r result) float64 { return r.rps }
+
+func cpu(r result) float64 { return r.cpu }
 
 // writeBenchHeader writes the configuration lines of Go's benchmark
 // format, and the load average as a line that benchstat ignores.
