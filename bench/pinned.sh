@@ -21,15 +21,16 @@ server_cpu=${SERVER_CPU:-1}
 client_cpu=${CLIENT_CPU:-0}
 tmp=$(mktemp -d)
 server_pid=
+client_pid=
 
-stop_server() {
-	if [[ -n $server_pid ]]; then
-		kill "$server_pid" 2>/dev/null || true
-		wait "$server_pid" 2>/dev/null || true
-	fi
+stop() {
+	for pid in $client_pid $server_pid; do
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
 	rm -rf "$tmp"
 }
-trap stop_server EXIT
+trap stop EXIT
 trap 'exit 130' INT TERM
 
 go build -o "$tmp/bench" .
@@ -54,5 +55,12 @@ fi
 cat "$tmp/server.log" >&2
 
 echo "+ GOMAXPROCS=1 taskset -c $client_cpu bench -target $url -clients raw,hand-rolled,outbound,outbound-omit $*" >&2
+# In the background and waited for, so that a signal to this script is
+# handled at once rather than when the client is done.
 GOMAXPROCS=1 taskset -c "$client_cpu" "$tmp/bench" -target "$url" \
-	-clients raw,hand-rolled,outbound,outbound-omit "$@"
+	-clients raw,hand-rolled,outbound,outbound-omit "$@" &
+client_pid=$!
+status=0
+wait "$client_pid" || status=$?
+client_pid=
+exit "$status"
