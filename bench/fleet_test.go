@@ -1,6 +1,6 @@
 package main
 
-// Issue #13, test 7: the cost of fleet sync on the hot path, against the
+// The cost of fleet sync on the hot path, against the
 // same registry at scope local and against gobreaker's
 // DistributedCircuitBreaker on the same redis-server:
 //

@@ -12,6 +12,7 @@ require (
 	github.com/outbound-go/outbound/fleet v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sony/gobreaker/v2 v2.4.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

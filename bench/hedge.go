@@ -1,6 +1,6 @@
 package main
 
-// The hedging comparison of issue 14 (test 5), run with
+// The hedging comparison, run with
 //
 //	cd bench && go run . -hedge
 //

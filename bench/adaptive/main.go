@@ -1,4 +1,4 @@
-// Command adaptive compares outbound's adaptive bulkhead (issue 15) with
+// Command adaptive compares outbound's adaptive bulkhead with
 // a fixed one and with failsafe-go's adaptivelimiter, on a loopback
 // upstream with a real capacity: W workers serve one request each for S,
 // the rest queue in arrival order.
