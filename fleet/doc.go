@@ -105,9 +105,13 @@
 // Each change is told once on each pod: a pod whose own breaker tripped
 // the fleet's is told closed->open once, not twice.
 //
-// Keys live under outbound:fleet:<namespace>:<system>: and changes are
-// published on outbound:fleet:<namespace>, so two services on one Redis
-// never share a breaker. A plain Redis (or a primary) is assumed: the
-// scripts touch keys of one system that share a prefix, not declared
-// Cluster slots.
+// The keys of one system live under outbound:fleet:{<namespace>:<system>}:
+// (state, window, probe leases), changes are published on
+// outbound:fleet:<namespace>, so two services on one Redis never share a
+// breaker. The braces are a hash tag: on Redis Cluster every key of one
+// system hashes to one slot, as a script that touches them needs (the
+// fleet itself still talks to one Redis: a plain one or a primary). Keys
+// of versions before the hash tag (outbound:fleet:<namespace>:<system>:)
+// are not read: a fleet that upgrades starts from closed, with an empty
+// window, and the old keys expire or can be deleted.
 package fleet

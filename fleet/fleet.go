@@ -63,7 +63,7 @@ type Fleet struct {
 	rdb     *redis.Client
 	ps      *redis.PubSub
 	channel string
-	prefix  string // of every key: outbound:fleet:<namespace>
+	prefix  string // of the keys of no system: outbound:fleet:<namespace>
 	holder  string // this pod's name on its leases
 
 	synced     atomic.Bool
@@ -328,13 +328,19 @@ func (f *Fleet) add(system string, s settings, local registry.Circuit, judge fun
 func newCircuit(f *Fleet, system string, s settings, local registry.Circuit, judge func(error) observe.Verdict) *circuit {
 	grantLife := min(s.callTimeout, s.openTimeout)
 	c := &circuit{
-		f: f, name: system, base: f.prefix + ":" + system, local: local, judge: judge,
+		f: f, name: system, base: keyBase(f.cfg.Namespace, system), local: local, judge: judge,
 		minRequests: s.minRequests, ratio: s.ratio, window: s.window, openTimeout: s.openTimeout,
 		probes: s.probes, lease: grantLife + s.callTimeout, grantLife: grantLife,
 	}
 	c.view.Store(&view{})
 	return c
 }
+
+// keyBase is the prefix of every key of system in namespace ns:
+// outbound:fleet:{<ns>:<system>}. The braces are a hash tag: Redis
+// Cluster puts every key of one system in one slot, so that a script may
+// touch them all.
+func keyBase(ns, system string) string { return "outbound:fleet:{" + ns + ":" + system + "}" }
 
 // settings are the breaker settings a fleet breaker shares with the
 // fleet (from config.Client).
