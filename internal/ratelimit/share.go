@@ -1,0 +1,182 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbound-go/outbound/observe"
+	"golang.org/x/time/rate"
+)
+
+// Share is one pod's share of a quota that several pods share: a token
+// bucket (golang.org/x/time/rate) whose rate and burst are set from
+// outside as the share changes ([Share.SetRate]), a pause, and the
+// counts of what the pod's requests asked for ([Share.Demand]), for
+// whoever hands out the shares to weigh. It never talks to anyone: a
+// request costs what it costs at scope local.
+//
+// A waiting request never reserves a token ahead (x/time/rate's
+// reservations would keep the old rate for as long as the longest wait
+// after a cut, and repay their debt at the new one): it sleeps until a
+// token is due at the rate now, or until the rate changes, and takes one
+// if it is still there. So a new rate binds every request from the
+// moment it is set, and the tokens at hand are never negative.
+//
+// A Share is safe for concurrent use.
+type Share struct {
+	limit   string // as RATE_LIMIT spells it, for Status
+	scope   string
+	lim     *rate.Limiter
+	paused  atomic.Int64                  // until when, Unix nanoseconds; 0: not paused
+	asked   atomic.Uint64                 // Wait calls since the last Demand
+	waiting atomic.Int64                  // requests waiting for a token now
+	changed atomic.Pointer[chan struct{}] // closed when the rate changes
+
+	mu     sync.Mutex
+	perSec float64 // the rate now
+	burst  int     // the burst now
+}
+
+// NewShare returns a share of the quota limit (as RATE_LIMIT spells it,
+// for Status) at scope, with no rate yet: every request waits or is
+// refused until [Share.SetRate] gives one.
+func NewShare(limit, scope string) *Share {
+	s := &Share{limit: limit, scope: scope, lim: rate.NewLimiter(0, 0)}
+	ch := make(chan struct{})
+	s.changed.Store(&ch)
+	return s
+}
+
+// Wait takes one token, waiting at most maxWait and never past ctx's
+// deadline: nil, or ErrLimited when no token (or no end of a pause) comes
+// in time, or ctx's error when ctx ends first. A token at hand costs no
+// allocation. A request whose token would come after the wait allowed,
+// at the rate now, is refused at once; with no rate at all (no share
+// yet) it waits for one, up to maxWait.
+func (s *Share) Wait(ctx context.Context, maxWait time.Duration) error {
+	s.asked.Add(1)
+	if err := WaitPause(ctx, &s.paused, maxWait); err != nil {
+		return err
+	}
+	if s.lim.Allow() {
+		return nil
+	}
+	if maxWait <= 0 {
+		return ErrLimited
+	}
+	end := time.Now().Add(maxWait)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
+		end = dl
+	}
+	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
+	return s.wait(ctx, end)
+}
+
+// wait waits for a token until end: it sleeps until one is due at the
+// rate now, or until the rate changes, and takes it if no other request
+// took it first.
+func (s *Share) wait(ctx context.Context, end time.Time) error {
+	for {
+		changed := *s.changed.Load()
+		if s.lim.Allow() {
+			// A pause may have begun while this request waited.
+			return WaitPause(ctx, &s.paused, time.Until(end))
+		}
+		now := time.Now()
+		left := end.Sub(now)
+		d := s.untilToken(now)
+		switch {
+		case left <= 0:
+			return ErrLimited
+		case d == rate.InfDuration: // no rate: wait for one
+			d = left
+		case d > left:
+			return ErrLimited
+		}
+		if err := sleepOrChange(ctx, max(d, time.Millisecond), changed); err != nil {
+			return err
+		}
+	}
+}
+
+// untilToken is how long until a token is at hand at the rate now,
+// rate.InfDuration when there is no rate.
+func (s *Share) untilToken(now time.Time) time.Duration {
+	tokens := s.lim.TokensAt(now)
+	if tokens >= 1 {
+		return 0
+	}
+	r := float64(s.lim.Limit())
+	if r <= 0 || s.lim.Burst() < 1 {
+		return rate.InfDuration
+	}
+	return time.Duration((1 - tokens) / r * float64(time.Second))
+}
+
+// sleepOrChange sleeps d, or until changed is closed: nil, or ctx's
+// error when ctx ends first.
+func sleepOrChange(ctx context.Context, d time.Duration, changed <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-changed:
+	case <-t.C:
+	}
+	return nil
+}
+
+// SetRate sets the share's rate (requests per second) and burst, from
+// now on. Tokens at hand above the new burst are dropped; requests
+// waiting for a token look again.
+func (s *Share) SetRate(perSec float64, burst int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if perSec == s.perSec && burst == s.burst {
+		return
+	}
+	now := time.Now()
+	s.perSec, s.burst = perSec, burst
+	s.lim.SetLimitAt(now, rate.Limit(perSec))
+	s.lim.SetBurstAt(now, burst)
+	next := make(chan struct{})
+	close(*s.changed.Swap(&next))
+}
+
+// Rate returns the share's rate (requests per second) and burst.
+func (s *Share) Rate() (perSec float64, burst int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.perSec, s.burst
+}
+
+// Demand returns the requests that asked for a token since the last
+// Demand (taken, waited for or refused) and those waiting for one now.
+func (s *Share) Demand() (asked uint64, waiting int64) {
+	return s.asked.Swap(0), s.waiting.Load()
+}
+
+// Pause stops every request until until; a shorter pause than the one
+// in force changes nothing.
+func (s *Share) Pause(until time.Time) { Extend(&s.paused, until) }
+
+// PausedUntil is when the pause in force ends; zero when none is.
+func (s *Share) PausedUntil() time.Time {
+	if p := s.paused.Load(); p > time.Now().UnixNano() {
+		return time.Unix(0, p)
+	}
+	return time.Time{}
+}
+
+// Status is the share's state: the quota's limit and scope, the share's
+// rate and burst, the tokens at hand and the pause. Synced is left to
+// the caller.
+func (s *Share) Status() observe.RateStatus {
+	perSec, burst := s.Rate()
+	return observe.RateStatus{Limit: s.limit, Scope: s.scope, Share: perSec, Burst: burst,
+		Tokens: s.lim.Tokens(), PausedUntil: s.PausedUntil()}
+}
