@@ -19,10 +19,12 @@ import (
 //
 // A waiting request never reserves a token ahead (x/time/rate's
 // reservations would keep the old rate for as long as the longest wait
-// after a cut, and repay their debt at the new one): it sleeps until a
-// token is due at the rate now, or until the rate changes, and takes one
-// if it is still there. So a new rate binds every request from the
-// moment it is set, and the tokens at hand are never negative.
+// after a cut, and repay their debt at the new one): the waiting
+// requests take turns, first come first served, and the one whose turn
+// it is sleeps until a token is due at the rate now, or until the rate
+// changes. So a new rate binds every request from the moment it is set,
+// the tokens at hand are never negative, and a token costs one wake-up,
+// not one per waiting request.
 //
 // A Share is safe for concurrent use.
 type Share struct {
@@ -33,6 +35,7 @@ type Share struct {
 	asked   atomic.Uint64                 // Wait calls since the last Demand
 	waiting atomic.Int64                  // requests waiting for a token now
 	changed atomic.Pointer[chan struct{}] // closed when the rate changes
+	turn    chan struct{}                 // held by the waiting request whose turn it is
 
 	mu     sync.Mutex
 	perSec float64 // the rate now
@@ -43,7 +46,8 @@ type Share struct {
 // for Status) at scope, with no rate yet: every request waits or is
 // refused until [Share.SetRate] gives one.
 func NewShare(limit, scope string) *Share {
-	s := &Share{limit: limit, scope: scope, lim: rate.NewLimiter(0, 0)}
+	s := &Share{limit: limit, scope: scope, lim: rate.NewLimiter(0, 0), turn: make(chan struct{}, 1)}
+	s.turn <- struct{}{}
 	ch := make(chan struct{})
 	s.changed.Store(&ch)
 	return s
@@ -53,8 +57,9 @@ func NewShare(limit, scope string) *Share {
 // deadline: nil, or ErrLimited when no token (or no end of a pause) comes
 // in time, or ctx's error when ctx ends first. A token at hand costs no
 // allocation. A request whose token would come after the wait allowed,
-// at the rate now, is refused at once; with no rate at all (no share
-// yet) it waits for one, up to maxWait.
+// at the rate now and behind the requests already waiting, is refused at
+// once; with no rate at all (no share yet) it waits for one, up to
+// maxWait.
 func (s *Share) Wait(ctx context.Context, maxWait time.Duration) error {
 	s.asked.Add(1)
 	if err := WaitPause(ctx, &s.paused, maxWait); err != nil {
@@ -75,10 +80,26 @@ func (s *Share) Wait(ctx context.Context, maxWait time.Duration) error {
 	return s.wait(ctx, end)
 }
 
-// wait waits for a token until end: it sleeps until one is due at the
-// rate now, or until the rate changes, and takes it if no other request
-// took it first.
+// wait waits for a token until end, in line: the waiting requests take
+// turns (first come, first served), and only the one whose turn it is
+// sleeps until a token is due at the rate now, or until the rate
+// changes. A request refuses at once when the tokens for those ahead of
+// it and its own cannot come in time at the rate now.
 func (s *Share) wait(ctx context.Context, end time.Time) error {
+	now := time.Now()
+	if d := s.until(now, float64(s.waiting.Load())); d != rate.InfDuration && d > end.Sub(now) {
+		return ErrLimited
+	}
+	t := time.NewTimer(end.Sub(now))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return ErrLimited
+	case <-s.turn:
+	}
+	defer func() { s.turn <- struct{}{} }()
 	for {
 		changed := *s.changed.Load()
 		if s.lim.Allow() {
@@ -87,7 +108,7 @@ func (s *Share) wait(ctx context.Context, end time.Time) error {
 		}
 		now := time.Now()
 		left := end.Sub(now)
-		d := s.untilToken(now)
+		d := s.until(now, 1)
 		switch {
 		case left <= 0:
 			return ErrLimited
@@ -102,18 +123,18 @@ func (s *Share) wait(ctx context.Context, end time.Time) error {
 	}
 }
 
-// untilToken is how long until a token is at hand at the rate now,
+// until is how long until n tokens are at hand at the rate now,
 // rate.InfDuration when there is no rate.
-func (s *Share) untilToken(now time.Time) time.Duration {
+func (s *Share) until(now time.Time, n float64) time.Duration {
 	tokens := s.lim.TokensAt(now)
-	if tokens >= 1 {
+	if tokens >= n {
 		return 0
 	}
 	r := float64(s.lim.Limit())
 	if r <= 0 || s.lim.Burst() < 1 {
 		return rate.InfDuration
 	}
-	return time.Duration((1 - tokens) / r * float64(time.Second))
+	return time.Duration((n - tokens) / r * float64(time.Second))
 }
 
 // sleepOrChange sleeps d, or until changed is closed: nil, or ctx's

@@ -174,3 +174,38 @@ func TestShareTokenAtHandAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations per token at hand", n)
 	}
 }
+
+// TestShareWaitersTakeTurns: requests that wait are served first come,
+// first served, one token each as it comes; one that arrives behind more
+// requests than the rate can serve within its wait is refused at once.
+func TestShareWaitersTakeTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := NewShare("10/s", "fleet")
+		s.SetRate(10, 1)
+		start := time.Now()
+		var mu sync.Mutex
+		var order []int
+		var at []time.Duration
+		var wg sync.WaitGroup
+		for i := range 5 {
+			wg.Go(func() {
+				if err := s.Wait(context.Background(), 5*time.Second); err != nil {
+					t.Errorf("waiter %d: %v", i, err)
+				}
+				mu.Lock()
+				order, at = append(order, i), append(at, time.Since(start))
+				mu.Unlock()
+			})
+			synctest.Wait() // waiting, in line
+		}
+		if err := s.Wait(context.Background(), 300*time.Millisecond); !errors.Is(err, ErrLimited) || time.Since(start) != 0 {
+			t.Errorf("behind 5 at 10/s with 300ms to wait: %v after %v, want ErrLimited at once", err, time.Since(start))
+		}
+		wg.Wait()
+		for i := range 5 {
+			if order[i] != i || at[i] != time.Duration(i+1)*100*time.Millisecond {
+				t.Fatalf("served %v at %v, want 0..4 at 100ms, 200ms, ...", order, at)
+			}
+		}
+	})
+}
