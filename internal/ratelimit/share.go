@@ -17,14 +17,13 @@ import (
 // whoever hands out the shares to weigh. It never talks to anyone: a
 // request costs what it costs at scope local.
 //
-// A waiting request never reserves a token ahead (x/time/rate's
+// Waiting requests do not each reserve a token ahead (x/time/rate's
 // reservations would keep the old rate for as long as the longest wait
-// after a cut, and repay their debt at the new one): the waiting
-// requests take turns, first come first served, and the one whose turn
-// it is sleeps until a token is due at the rate now, or until the rate
-// changes. So a new rate binds every request from the moment it is set,
-// the tokens at hand are never negative, and a token costs one wake-up,
-// not one per waiting request.
+// after a cut, and repay their debt at the new one): they take turns,
+// first come first served, and only the one whose turn it is reserves
+// the next token and sleeps until it is due. A new rate cancels that one
+// reservation ([Share.SetRate]): it binds every request from the moment
+// it is set, and a token costs one wake-up, not one per waiting request.
 //
 // A Share is safe for concurrent use.
 type Share struct {
@@ -38,8 +37,9 @@ type Share struct {
 	turn    chan struct{}                 // held by the waiting request whose turn it is
 
 	mu     sync.Mutex
-	perSec float64 // the rate now
-	burst  int     // the burst now
+	perSec float64           // the rate now
+	burst  int               // the burst now
+	held   *rate.Reservation // the token reserved for the request whose turn it is
 }
 
 // NewShare returns a share of the quota limit (as RATE_LIMIT spells it,
@@ -102,25 +102,70 @@ func (s *Share) wait(ctx context.Context, end time.Time) error {
 	defer func() { s.turn <- struct{}{} }()
 	for {
 		changed := *s.changed.Load()
-		if s.lim.Allow() {
-			// A pause may have begun while this request waited.
-			return WaitPause(ctx, &s.paused, time.Until(end))
+		left := time.Until(end)
+		if left <= 0 {
+			return ErrLimited
 		}
-		now := time.Now()
-		left := end.Sub(now)
-		d := s.until(now, 1)
+		res, at, err := s.reserve(left)
 		switch {
-		case left <= 0:
-			return ErrLimited
-		case d == rate.InfDuration: // no rate: wait for one
-			d = left
-		case d > left:
-			return ErrLimited
-		}
-		if err := sleepOrChange(ctx, max(d, time.Millisecond), changed); err != nil {
+		case err != nil:
 			return err
+		case res == nil: // no rate: wait for one
+			if err := sleepOrChange(ctx, left, changed); err != nil {
+				return err
+			}
+			continue
+		case at > 0:
+			if err := sleepOrChange(ctx, at, changed); err != nil {
+				s.unhold(res, true)
+				return err
+			}
+			if !s.unhold(res, false) {
+				continue // the rate changed: SetRate cancelled it
+			}
 		}
+		// A pause may have begun while this request waited.
+		return WaitPause(ctx, &s.paused, time.Until(end))
 	}
+}
+
+// reserve reserves the next token for the request whose turn it is, and
+// holds the reservation until it is due (SetRate cancels it): nil when
+// there is no rate, ErrLimited when the token comes later than left.
+// Holding one token ahead keeps the bucket from filling up while the
+// request wakes: a request that wakes late loses no token.
+func (s *Share) reserve(left time.Duration) (*rate.Reservation, time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	res := s.lim.ReserveN(now, 1)
+	if !res.OK() {
+		return nil, 0, nil
+	}
+	at := res.DelayFrom(now)
+	if at > left {
+		res.CancelAt(now)
+		return nil, 0, ErrLimited
+	}
+	if at > 0 {
+		s.held = res
+	}
+	return res, at, nil
+}
+
+// unhold lets go of res, cancelling it when cancel is set; it reports
+// whether res was still held (SetRate did not cancel it).
+func (s *Share) unhold(res *rate.Reservation, cancel bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held != res {
+		return false
+	}
+	s.held = nil
+	if cancel {
+		res.Cancel()
+	}
+	return true
 }
 
 // until is how long until n tokens are at hand at the rate now,
@@ -161,6 +206,13 @@ func (s *Share) SetRate(perSec float64, burst int) {
 		return
 	}
 	now := time.Now()
+	if s.held != nil {
+		// Reserved at the old rate: the request reserves again at the new
+		// one. No token was taken since (the reservation made the tokens
+		// negative until it is due), so it gives back exactly its own.
+		s.held.CancelAt(now)
+		s.held = nil
+	}
 	s.perSec, s.burst = perSec, burst
 	s.lim.SetLimitAt(now, rate.Limit(perSec))
 	s.lim.SetBurstAt(now, burst)
@@ -199,5 +251,5 @@ func (s *Share) PausedUntil() time.Time {
 func (s *Share) Status() observe.RateStatus {
 	perSec, burst := s.Rate()
 	return observe.RateStatus{Limit: s.limit, Scope: s.scope, Share: perSec, Burst: burst,
-		Tokens: s.lim.Tokens(), PausedUntil: s.PausedUntil()}
+		Tokens: max(0, s.lim.Tokens()), PausedUntil: s.PausedUntil()}
 }
