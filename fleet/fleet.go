@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/ratelimit"
 	"github.com/outbound-go/outbound/internal/redact"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
@@ -80,6 +81,7 @@ type Fleet struct {
 
 	mu           sync.Mutex
 	circuits     map[string]*circuit
+	quotas       map[string]*quota
 	since        time.Time // of the current sync state
 	lastErr      string
 	closed       bool
@@ -104,7 +106,42 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.remindEvery <= 0 {
 		cfg.remindEvery = remindEvery
 	}
-	shown := redact.BaseURL(cfg.RedisURL)
+	opt, err := clientOptions(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	var id [6]byte
+	rand.Read(id[:])
+	f := &Fleet{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		url:      redact.BaseURL(cfg.RedisURL),
+		rdb:      redis.NewClient(opt),
+		channel:  channelOf(cfg.Namespace),
+		prefix:   "outbound:fleet:" + cfg.Namespace,
+		holder:   hex.EncodeToString(id[:]),
+		wakeCh:   make(chan struct{}, 1),
+		circuits: map[string]*circuit{},
+		quotas:   map[string]*quota{},
+		since:    time.Now(),
+	}
+	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	if err := f.rdb.Ping(pctx).Err(); err != nil {
+		f.lastErr = f.clean(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	f.cancel = stop
+	f.ps = f.rdb.Subscribe(runCtx) // subscribes in listen, where errors are seen
+	f.done.Add(2)
+	go f.loop(runCtx)
+	go f.listen(runCtx)
+	return f, nil
+}
+
+// clientOptions checks cfg's Redis URL and namespace and returns the
+// options of the fleet's Redis client.
+func clientOptions(cfg *Config) (*redis.Options, error) {
 	if cfg.RedisURL == "" {
 		return nil, errors.New("fleet: no Redis URL (" + config.FleetRedisURLVar + ")")
 	}
@@ -114,7 +151,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	opt, err := redis.ParseURL(cfg.RedisURL)
 	if err != nil {
 		// go-redis's message may quote the URL: keep it out.
-		return nil, fmt.Errorf("fleet: redis URL %s does not parse", shown)
+		return nil, fmt.Errorf("fleet: redis URL %s does not parse", redact.BaseURL(cfg.RedisURL))
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
 	opt.PoolTimeout = cfg.Timeout
@@ -133,34 +170,11 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	opt.PoolSize = 1 << 16
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-
-	var id [6]byte
-	rand.Read(id[:])
-	f := &Fleet{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		url:      shown,
-		rdb:      redis.NewClient(opt),
-		channel:  "outbound:fleet:" + cfg.Namespace,
-		prefix:   "outbound:fleet:" + cfg.Namespace,
-		holder:   hex.EncodeToString(id[:]),
-		wakeCh:   make(chan struct{}, 1),
-		circuits: map[string]*circuit{},
-		since:    time.Now(),
-	}
-	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-	if err := f.rdb.Ping(pctx).Err(); err != nil {
-		f.lastErr = f.clean(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	f.cancel = stop
-	f.ps = f.rdb.Subscribe(runCtx) // subscribes in listen, where errors are seen
-	f.done.Add(2)
-	go f.loop(runCtx)
-	go f.listen(runCtx)
-	return f, nil
+	return opt, nil
 }
+
+// channelOf is the channel of the fleet of namespace ns.
+func channelOf(ns string) string { return "outbound:fleet:" + ns }
 
 // FromEnv is [New] with the settings of OUTBOUND_FLEET_REDIS_URL and
 // OUTBOUND_FLEET_NAMESPACE, checked by the rules config.Load applies, and
@@ -213,6 +227,9 @@ func (f *Fleet) Close() error {
 	f.ps.Close()
 	f.done.Wait()
 	f.showAll() // every breaker local from now on
+	for _, q := range f.quotaSnapshot() {
+		q.closeQuota() // limit / pods last seen from now on
+	}
 	return f.rdb.Close()
 }
 
@@ -294,8 +311,14 @@ func (s seam) Circuit(system string, c config.Client, local registry.Circuit) (r
 	}, local, registry.Judge)
 }
 
-func (s seam) Quota(system string, _ config.Client, _ registry.Quota) (registry.Quota, error) {
-	return nil, fmt.Errorf("fleet: system %q: a quota shared by the fleet (RATE_SCOPE=fleet) is not built yet", system)
+// Quota gives the system its share of the fleet's quota, in place of
+// local (the registry's own token bucket, unused at scope fleet).
+func (s seam) Quota(system string, c config.Client, _ registry.Quota) (registry.Quota, error) {
+	r := c.Rate()
+	if !r.Limited() {
+		return nil, fmt.Errorf("fleet: system %q: %w", system, errNoRate)
+	}
+	return s.f.addQuota(system, r, min(c.CallTimeout, ratelimit.MaxPause))
 }
 
 // add makes local, the registry's breaker of system, a fleet breaker.
@@ -351,6 +374,17 @@ type settings struct {
 	openTimeout time.Duration
 	probes      int
 	callTimeout time.Duration
+}
+
+// quotaSnapshot returns the quotas, in no order.
+func (f *Fleet) quotaSnapshot() []*quota {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*quota, 0, len(f.quotas))
+	for _, q := range f.quotas {
+		out = append(out, q)
+	}
+	return out
 }
 
 // snapshot returns the circuits, sorted by name.

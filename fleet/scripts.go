@@ -38,11 +38,11 @@ import "github.com/redis/go-redis/v9"
 // malformed and the open times it cut, then its own values. Its ARGV
 // begin with the same four: base, channel, system, open ms.
 
-// head reads the clock and the state, and defines how a change is
-// written and published.
-const head = `
+// numbers reads Redis's clock (now, in ms) and defines how every script
+// reads a number it did not write (int: an integer in [0, hi], or nil)
+// and writes one (fmt), and the counts of what it rejected and capped.
+const numbers = `
 local M = 9007199254740991
-local base, channel, system, open = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rejected, capped = 0, 0
@@ -53,6 +53,12 @@ local function int(x, hi)
   return nil
 end
 local function fmt(n) return string.format('%d', n) end
+`
+
+// head reads the clock and the state, and defines how a change is
+// written and published.
+const head = numbers + `
+local base, channel, system, open = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local function garbage(key)
   redis.call('DEL', key)
   rejected = rejected + 1
@@ -237,7 +243,8 @@ if e then return e end
 return 1
 `)
 
-var scripts = []*redis.Script{syncScript, tripScript, probeScript, leaseScript, restoreScript, checkScript}
+var scripts = []*redis.Script{syncScript, tripScript, probeScript, leaseScript, restoreScript, checkScript,
+	quotaScript, pauseScript}
 
 // maxVersion is the largest version a pod accepts, and the largest Redis
 // holds: versions are Lua numbers in Redis, doubles, exact below 2^53.
