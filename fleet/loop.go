@@ -85,7 +85,7 @@ func (f *Fleet) step(ctx context.Context, read bool) bool {
 			reqs, fails = 0, 0 // evidence gathered while degraded is stale
 		}
 		if reqs > 0 || read {
-			rt.run(c, syncScript, 2, (*circuit).applyWindow, nil, reqs, fails, (c.window / 10).Milliseconds(), 10,
+			rt.run(c, syncScript, 4, (*circuit).applyWindow, nil, reqs, fails, (c.window / 10).Milliseconds(), 10,
 				c.minRequests, strconv.FormatFloat(c.ratio, 'g', -1, 64))
 		}
 	}
@@ -172,8 +172,9 @@ func (rt *roundTrip) settleQuotas(quotas []*quota, now time.Time) {
 // checkLife is how long the key the check writes lives.
 const checkLife = 10 * time.Second
 
-// keys are the keys of c every script is given: its state.
-func (c *circuit) keys() []string { return []string{c.base + ":state"} }
+// keys are the keys of c every script is given: its state, and the
+// operator's override (which syncScript reads).
+func (c *circuit) keys() []string { return []string{c.base + ":state", c.base + ":force"} }
 
 // run adds a call of script s on c's state, with the four arguments
 // every script takes (scripts.go) before args.
@@ -274,10 +275,11 @@ func (c *circuit) applyState(st state, _ []int64, _ *roundTrip, now time.Time) {
 	}
 }
 
-// applyWindow applies the reply of the sync script: the state, and the
-// fleet window's requests and failures.
+// applyWindow applies the reply of the sync script: the state, the fleet
+// window's requests and failures, and the operator's override.
 func (c *circuit) applyWindow(st state, more []int64, rt *roundTrip, now time.Time) {
 	c.applyState(st, nil, rt, now)
+	c.readForced(more[2], more[3], rt.sent, now)
 	if reqs, fails, ok := c.readWindow(more); ok {
 		c.mu.Lock()
 		c.totals = [2]uint64{reqs, fails}

@@ -39,6 +39,7 @@ func trustQuotaPods(t *testing.T, ns string) ([]*pod, foreign, func() (uint64, u
 // one grant life (Sync.Capped), so the pods share the whole limit again
 // within that life (1.1s with fleet.Config's defaults) and a little.
 func TestQuotaForgedSharesAreRejectedOrCapped(t *testing.T) {
+	t.Parallel()
 	pods, f, counts := trustQuotaPods(t, "qforged")
 	quota := f.base + ":quota"
 	r0, c0 := counts()
@@ -69,6 +70,7 @@ func TestQuotaForgedSharesAreRejectedOrCapped(t *testing.T) {
 // sends at its share: a pod that was sending and finds its entry gone
 // takes at most limit / pods last seen for a grant life instead.
 func TestQuotaLostInRedisCostsNoOvershoot(t *testing.T) {
+	t.Parallel()
 	pods, f, counts := trustQuotaPods(t, "qlost")
 	quota := f.base + ":quota"
 	for _, lose := range [][][]string{{{"DEL", quota}}, {{"DEL", quota}, {"RPUSH", quota, "a list"}}} {
@@ -97,6 +99,7 @@ func TestQuotaLostInRedisCostsNoOvershoot(t *testing.T) {
 // in the pod and in Redis; on the channel, a pause that is not a number
 // or negative is ignored (rejected), one of years cut (capped).
 func TestPauseFromRedisIsBounded(t *testing.T) {
+	t.Parallel()
 	pods, f, counts := trustQuotaPods(t, "qpause")
 	pause := f.base + ":pause"
 	r0, c0 := counts()

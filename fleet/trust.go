@@ -82,6 +82,10 @@ func (f *Fleet) onMessage(payload string) {
 		f.onPause(w)
 		return
 	}
+	if len(w) > 1 && w[1] == "force" {
+		f.onForce(w)
+		return
+	}
 	if len(w) != 4 {
 		f.rejected.Add(1)
 		return
