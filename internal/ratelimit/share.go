@@ -29,24 +29,28 @@ import (
 type Share struct {
 	limit   string // as RATE_LIMIT spells it, for Status
 	scope   string
-	lim     *rate.Limiter
+	lim     atomic.Pointer[rate.Limiter]  // replaced once, by the first rate
 	paused  atomic.Int64                  // until when, Unix nanoseconds; 0: not paused
 	asked   atomic.Uint64                 // Wait calls since the last Demand
 	waiting atomic.Int64                  // requests waiting for a token now
 	changed atomic.Pointer[chan struct{}] // closed when the rate changes
 	turn    chan struct{}                 // held by the waiting request whose turn it is
 
-	mu     sync.Mutex
-	perSec float64           // the rate now
-	burst  int               // the burst now
-	held   *rate.Reservation // the token reserved for the request whose turn it is
+	mu      sync.Mutex
+	perSec  float64           // the rate now
+	burst   int               // the burst now
+	held    *rate.Reservation // the token reserved for the request whose turn it is
+	started bool              // the share has had a rate
 }
 
 // NewShare returns a share of the quota limit (as RATE_LIMIT spells it,
 // for Status) at scope, with no rate yet: every request waits or is
-// refused until [Share.SetRate] gives one.
+// refused until [Share.SetRate] gives one. The first rate starts with a
+// full bucket, as a local quota does; later ones keep the tokens at hand
+// (up to the new burst).
 func NewShare(limit, scope string) *Share {
-	s := &Share{limit: limit, scope: scope, lim: rate.NewLimiter(0, 0), turn: make(chan struct{}, 1)}
+	s := &Share{limit: limit, scope: scope, turn: make(chan struct{}, 1)}
+	s.lim.Store(rate.NewLimiter(0, 0))
 	s.turn <- struct{}{}
 	ch := make(chan struct{})
 	s.changed.Store(&ch)
@@ -65,7 +69,7 @@ func (s *Share) Wait(ctx context.Context, maxWait time.Duration) error {
 	if err := WaitPause(ctx, &s.paused, maxWait); err != nil {
 		return err
 	}
-	if s.lim.Allow() {
+	if s.lim.Load().Allow() {
 		return nil
 	}
 	if maxWait <= 0 {
@@ -138,7 +142,7 @@ func (s *Share) reserve(left time.Duration) (*rate.Reservation, time.Duration, e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	res := s.lim.ReserveN(now, 1)
+	res := s.lim.Load().ReserveN(now, 1)
 	if !res.OK() {
 		return nil, 0, nil
 	}
@@ -171,12 +175,13 @@ func (s *Share) unhold(res *rate.Reservation, cancel bool) bool {
 // until is how long until n tokens are at hand at the rate now,
 // rate.InfDuration when there is no rate.
 func (s *Share) until(now time.Time, n float64) time.Duration {
-	tokens := s.lim.TokensAt(now)
+	lim := s.lim.Load()
+	tokens := lim.TokensAt(now)
 	if tokens >= n {
 		return 0
 	}
-	r := float64(s.lim.Limit())
-	if r <= 0 || s.lim.Burst() < 1 {
+	r := float64(lim.Limit())
+	if r <= 0 || lim.Burst() < 1 {
 		return rate.InfDuration
 	}
 	return time.Duration((n - tokens) / r * float64(time.Second))
@@ -213,9 +218,15 @@ func (s *Share) SetRate(perSec float64, burst int) {
 		s.held.CancelAt(now)
 		s.held = nil
 	}
+	if !s.started && perSec > 0 && burst > 0 {
+		// The first rate: the bucket starts full, as a local quota's.
+		s.started = true
+		s.lim.Store(rate.NewLimiter(rate.Limit(perSec), burst))
+	}
 	s.perSec, s.burst = perSec, burst
-	s.lim.SetLimitAt(now, rate.Limit(perSec))
-	s.lim.SetBurstAt(now, burst)
+	lim := s.lim.Load()
+	lim.SetLimitAt(now, rate.Limit(perSec))
+	lim.SetBurstAt(now, burst)
 	next := make(chan struct{})
 	close(*s.changed.Swap(&next))
 }
@@ -251,5 +262,5 @@ func (s *Share) PausedUntil() time.Time {
 func (s *Share) Status() observe.RateStatus {
 	perSec, burst := s.Rate()
 	return observe.RateStatus{Limit: s.limit, Scope: s.scope, Share: perSec, Burst: burst,
-		Tokens: max(0, s.lim.Tokens()), PausedUntil: s.PausedUntil()}
+		Tokens: max(0, s.lim.Load().Tokens()), PausedUntil: s.PausedUntil()}
 }

@@ -12,8 +12,8 @@ import (
 
 // TestShareWaitsForItsFirstRate checks that a share with no rate yet
 // refuses a request that may not wait, and holds one that may until a
-// rate comes; the bucket starts empty, so its first token comes 1/rate
-// after the rate (a share that comes and goes never adds a burst).
+// rate comes, which starts with a full bucket; a share that goes to 0
+// and comes back does not refill it.
 func TestShareWaitsForItsFirstRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := NewShare("10/s", "fleet")
@@ -26,12 +26,18 @@ func TestShareWaitsForItsFirstRate(t *testing.T) {
 		go func() { done <- s.Wait(ctx, time.Second) }()
 		time.Sleep(100 * time.Millisecond)
 		s.SetRate(10, 1)
-		if err := <-done; err != nil || time.Since(start) != 200*time.Millisecond {
-			t.Errorf("%v after %v, want the token 1/rate after the rate came (200ms)", err, time.Since(start))
+		if err := <-done; err != nil || time.Since(start) != 100*time.Millisecond {
+			t.Errorf("%v after %v, want the token when the rate came (100ms)", err, time.Since(start))
 		}
 		start = time.Now()
 		if err := s.Wait(ctx, 50*time.Millisecond); !errors.Is(err, ErrLimited) || time.Since(start) != 0 {
 			t.Errorf("next token in 100ms, wait 50ms: %v after %v, want ErrLimited at once", err, time.Since(start))
+		}
+		s.SetRate(0, 0)
+		time.Sleep(time.Second)
+		s.SetRate(10, 1)
+		if err := s.Wait(ctx, 0); !errors.Is(err, ErrLimited) {
+			t.Errorf("a share back from 0: %v, want an empty bucket (ErrLimited)", err)
 		}
 	})
 }
@@ -69,8 +75,8 @@ func TestShareRateCutBindsAtOnce(t *testing.T) {
 				after++
 			}
 		}
-		if before > 3 {
-			t.Errorf("%d requests went in the first 35ms at 100/s, want at most 3", before)
+		if before > 4 {
+			t.Errorf("%d requests went in the first 35ms at 100/s, want at most 4 (the burst and 3)", before)
 		}
 		// From the cut at most 1/s: 2 in 2s.
 		if after > 2 {
@@ -89,7 +95,6 @@ func TestShareTokenPastTheWaitIsRefusedAtOnce(t *testing.T) {
 		s := NewShare("1/s", "fleet")
 		s.SetRate(1, 1)
 		ctx := context.Background()
-		time.Sleep(time.Second) // the bucket fills
 		if err := s.Wait(ctx, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +119,6 @@ func TestShareDemandCountsAskedAndWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := NewShare("1/s", "fleet")
 		s.SetRate(1, 1)
-		time.Sleep(time.Second)
 		ctx, cancel := context.WithCancel(context.Background())
 		for range 3 {
 			_ = s.Wait(ctx, 0) // one taken, two refused
@@ -143,8 +147,7 @@ func TestSharePauseBindsAWaitingRequest(t *testing.T) {
 		s := NewShare("10/s", "fleet")
 		s.SetRate(10, 1)
 		ctx := context.Background()
-		time.Sleep(100 * time.Millisecond)
-		_ = s.Wait(ctx, 0)
+		_ = s.Wait(ctx, 0) // the bucket starts full: empty it
 		var at atomic.Int64
 		done := make(chan error, 1)
 		start := time.Now()
@@ -168,7 +171,6 @@ func TestSharePauseBindsAWaitingRequest(t *testing.T) {
 func TestShareTokenAtHandAllocatesNothing(t *testing.T) {
 	s := NewShare("1000000/s", "fleet")
 	s.SetRate(1_000_000, 100_000)
-	time.Sleep(200 * time.Millisecond) // the bucket fills
 	ctx := context.Background()
 	if n := testing.AllocsPerRun(1000, func() { _ = s.Wait(ctx, 0) }); n != 0 {
 		t.Errorf("%v allocations per token at hand", n)
@@ -182,6 +184,9 @@ func TestShareWaitersTakeTurns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := NewShare("10/s", "fleet")
 		s.SetRate(10, 1)
+		if err := s.Wait(context.Background(), 0); err != nil { // the bucket starts full
+			t.Fatal(err)
+		}
 		start := time.Now()
 		var mu sync.Mutex
 		var order []int
