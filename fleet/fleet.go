@@ -209,8 +209,10 @@ func (o loggerOption) apply(c *Config) { c.Logger = o.l }
 // fleet loses sync with Redis and when it is back.
 func WithLogger(l *slog.Logger) EnvOption { return loggerOption{l} }
 
-// Close stops syncing and closes the connections to Redis. The breakers
-// keep working, each on its own (local). Close is idempotent.
+// Close stops syncing, gives this pod's shares of the fleet's quotas
+// back, and closes the connections to Redis. The breakers keep working,
+// each on its own (local), and each quota at limit / pods last seen.
+// Close is idempotent.
 func (f *Fleet) Close() error {
 	if f == nil {
 		return nil
@@ -227,10 +229,26 @@ func (f *Fleet) Close() error {
 	f.ps.Close()
 	f.done.Wait()
 	f.showAll() // every breaker local from now on
-	for _, q := range f.quotaSnapshot() {
-		q.closeQuota() // limit / pods last seen from now on
-	}
+	f.release()
 	return f.rdb.Close()
+}
+
+// release gives this pod's shares back to the fleet at once (rather than
+// when they expire), best effort within Config.Timeout, and leaves each
+// quota at limit / pods last seen: nothing will grant it again.
+func (f *Fleet) release() {
+	quotas := f.quotaSnapshot()
+	if len(quotas) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.Timeout)
+	defer cancel()
+	pipe := f.rdb.Pipeline()
+	for _, q := range quotas {
+		pipe.HDel(ctx, q.base+":quota", f.holder)
+		q.closeQuota()
+	}
+	pipe.Exec(ctx) // a Redis that does not answer lets the share expire
 }
 
 // wake asks the loop to run now (a trip, a probe, a lease wanted).
