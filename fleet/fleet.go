@@ -32,11 +32,14 @@ type Config struct {
 	// Namespace prefixes every key and channel (OUTBOUND_FLEET_NAMESPACE),
 	// so that two services sharing one Redis never share a breaker.
 	Namespace string
-	// FlushInterval is how often the pod's counts are added to the fleet's
-	// window, when they changed. Zero: 200ms.
+	// FlushInterval is the loop's tick: how often the pod's counts are
+	// added to the fleet's window, when they changed, and each quota at
+	// scope fleet asks for its share. Zero: 200ms.
 	FlushInterval time.Duration
-	// ReadInterval is how often the state is read back when nothing was
-	// flushed, to catch a missed message. Zero: 1s.
+	// ReadInterval is how often the state (and an operator's override) is
+	// read back when nothing was flushed, to catch a missed message. A
+	// share of a quota holds for max(4 x FlushInterval, ReadInterval) +
+	// Timeout without a new grant. Zero: 1s.
 	ReadInterval time.Duration
 	// Timeout bounds each round trip to Redis. Zero: 100ms. When round
 	// trips fail for 3 x Timeout (not one slow round trip on a busy
