@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/ratelimit"
@@ -30,7 +29,8 @@ type Config struct {
 	// Its password is redacted in every error and status.
 	RedisURL string
 	// Namespace prefixes every key and channel (OUTBOUND_FLEET_NAMESPACE),
-	// so that two services sharing one Redis never share a breaker.
+	// so that two services sharing one Redis never share a breaker or a
+	// quota.
 	Namespace string
 	// FlushInterval is the loop's tick: how often the pod's counts are
 	// added to the fleet's window, when they changed, and each quota at
@@ -141,43 +141,6 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	go f.listen(runCtx)
 	return f, nil
 }
-
-// clientOptions checks cfg's Redis URL and namespace and returns the
-// options of the fleet's Redis client.
-func clientOptions(cfg *Config) (*redis.Options, error) {
-	if cfg.RedisURL == "" {
-		return nil, errors.New("fleet: no Redis URL (" + config.FleetRedisURLVar + ")")
-	}
-	if err := (config.Fleet{RedisURL: cfg.RedisURL, Namespace: cfg.Namespace}).Validate(); err != nil {
-		return nil, fmt.Errorf("fleet: %w", err)
-	}
-	opt, err := redis.ParseURL(cfg.RedisURL)
-	if err != nil {
-		// go-redis's message may quote the URL: keep it out.
-		return nil, fmt.Errorf("fleet: redis URL %s does not parse", redact.BaseURL(cfg.RedisURL))
-	}
-	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
-	opt.PoolTimeout = cfg.Timeout
-	opt.ContextTimeoutEnabled = true
-	opt.MaxRetries = -1   // a failed round trip is retried by the next tick
-	opt.DialerRetries = 1 // a refused dial is an answer
-	opt.Dialer = quietDial(redis.NewDialer(opt))
-	// The loop is the pool's one user, one round trip at a time, so the
-	// pool never grows past a connection or two. Its size matters for
-	// another reason: after PoolSize failed dials go-redis stops dialling
-	// and probes once a second in a goroutine of its own, which would
-	// delay a resync by up to a second and outlive Close by as much. The
-	// pool sees no failed dial (quietDial), and a large size keeps that
-	// gate shut even so: each tick dials, and a Redis that is back is
-	// seen on the next tick.
-	opt.PoolSize = 1 << 16
-	opt.DisableIdentity = true
-	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	return opt, nil
-}
-
-// channelOf is the channel of the fleet of namespace ns.
-func channelOf(ns string) string { return "outbound:fleet:" + ns }
 
 // FromEnv is [New] with the settings of OUTBOUND_FLEET_REDIS_URL and
 // OUTBOUND_FLEET_NAMESPACE, checked by the rules config.Load applies, and
@@ -379,12 +342,6 @@ func newCircuit(f *Fleet, system string, s settings, local registry.Circuit, jud
 	c.view.Store(&view{})
 	return c
 }
-
-// keyBase is the prefix of every key of system in namespace ns:
-// outbound:fleet:{<ns>:<system>}. The braces are a hash tag: Redis
-// Cluster puts every key of one system in one slot, so that a script may
-// touch them all.
-func keyBase(ns, system string) string { return "outbound:fleet:{" + ns + ":" + system + "}" }
 
 // settings are the breaker settings a fleet breaker shares with the
 // fleet (from config.Client).
