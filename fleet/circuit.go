@@ -33,8 +33,9 @@ type circuit struct {
 	lease       time.Duration // a probe lease's life in Redis
 	grantLife   time.Duration // how long a lease may start a probe
 
-	view  atomic.Pointer[view]  // the fleet's state as this pod knows it
-	grant atomic.Pointer[grant] // probe leases this pod holds
+	view   atomic.Pointer[view]   // the fleet's state as this pod knows it
+	grant  atomic.Pointer[grant]  // probe leases this pod holds
+	forced atomic.Pointer[forced] // an operator's override, as this pod knows it
 
 	reqs, fails atomic.Uint64 // judged attempts since the last flush
 	want        atomic.Bool   // a call was refused for want of a lease

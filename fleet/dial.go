@@ -2,8 +2,16 @@ package fleet
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/redact"
 )
 
 // go-redis v9 (v9.23.0) logs through one logger for the whole process
@@ -57,3 +65,46 @@ type dialAddr struct{ network, addr string }
 
 func (a dialAddr) Network() string { return a.network }
 func (a dialAddr) String() string  { return a.addr }
+
+// clientOptions checks cfg's Redis URL and namespace and returns the
+// options of the fleet's Redis client.
+func clientOptions(cfg *Config) (*redis.Options, error) {
+	if cfg.RedisURL == "" {
+		return nil, errors.New("fleet: no Redis URL (" + config.FleetRedisURLVar + ")")
+	}
+	if err := (config.Fleet{RedisURL: cfg.RedisURL, Namespace: cfg.Namespace}).Validate(); err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	opt, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		// go-redis's message may quote the URL: keep it out.
+		return nil, fmt.Errorf("fleet: redis URL %s does not parse", redact.BaseURL(cfg.RedisURL))
+	}
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
+	opt.PoolTimeout = cfg.Timeout
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1   // a failed round trip is retried by the next tick
+	opt.DialerRetries = 1 // a refused dial is an answer
+	opt.Dialer = quietDial(redis.NewDialer(opt))
+	// The loop is the pool's one user, one round trip at a time, so the
+	// pool never grows past a connection or two. Its size matters for
+	// another reason: after PoolSize failed dials go-redis stops dialling
+	// and probes once a second in a goroutine of its own, which would
+	// delay a resync by up to a second and outlive Close by as much. The
+	// pool sees no failed dial (quietDial), and a large size keeps that
+	// gate shut even so: each tick dials, and a Redis that is back is
+	// seen on the next tick.
+	opt.PoolSize = 1 << 16
+	opt.DisableIdentity = true
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	return opt, nil
+}
+
+// channelOf is the channel of the fleet of namespace ns.
+func channelOf(ns string) string { return "outbound:fleet:" + ns }
+
+// keyBase is the prefix of every key of system in namespace ns:
+// outbound:fleet:{<ns>:<system>}. The braces are a hash tag: Redis
+// Cluster puts every key of one system in one slot, so that a script may
+// touch them all.
+func keyBase(ns, system string) string { return "outbound:fleet:{" + ns + ":" + system + "}" }

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/ratelimit"
 	"github.com/outbound-go/outbound/internal/redact"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
@@ -29,13 +29,17 @@ type Config struct {
 	// Its password is redacted in every error and status.
 	RedisURL string
 	// Namespace prefixes every key and channel (OUTBOUND_FLEET_NAMESPACE),
-	// so that two services sharing one Redis never share a breaker.
+	// so that two services sharing one Redis never share a breaker or a
+	// quota.
 	Namespace string
-	// FlushInterval is how often the pod's counts are added to the fleet's
-	// window, when they changed. Zero: 200ms.
+	// FlushInterval is the loop's tick: how often the pod's counts are
+	// added to the fleet's window, when they changed, and each quota at
+	// scope fleet asks for its share. Zero: 200ms.
 	FlushInterval time.Duration
-	// ReadInterval is how often the state is read back when nothing was
-	// flushed, to catch a missed message. Zero: 1s.
+	// ReadInterval is how often the state (and an operator's override) is
+	// read back when nothing was flushed, to catch a missed message. A
+	// share of a quota holds for max(4 x FlushInterval, ReadInterval) +
+	// Timeout without a new grant. Zero: 1s.
 	ReadInterval time.Duration
 	// Timeout bounds each round trip to Redis. Zero: 100ms. When round
 	// trips fail for 3 x Timeout (not one slow round trip on a busy
@@ -63,7 +67,7 @@ type Fleet struct {
 	rdb     *redis.Client
 	ps      *redis.PubSub
 	channel string
-	prefix  string // of every key: outbound:fleet:<namespace>
+	prefix  string // of the keys of no system: outbound:fleet:<namespace>
 	holder  string // this pod's name on its leases
 
 	synced     atomic.Bool
@@ -80,6 +84,7 @@ type Fleet struct {
 
 	mu           sync.Mutex
 	circuits     map[string]*circuit
+	quotas       map[string]*quota
 	since        time.Time // of the current sync state
 	lastErr      string
 	closed       bool
@@ -104,48 +109,23 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.remindEvery <= 0 {
 		cfg.remindEvery = remindEvery
 	}
-	shown := redact.BaseURL(cfg.RedisURL)
-	if cfg.RedisURL == "" {
-		return nil, errors.New("fleet: no Redis URL (" + config.FleetRedisURLVar + ")")
-	}
-	if err := (config.Fleet{RedisURL: cfg.RedisURL, Namespace: cfg.Namespace}).Validate(); err != nil {
-		return nil, fmt.Errorf("fleet: %w", err)
-	}
-	opt, err := redis.ParseURL(cfg.RedisURL)
+	opt, err := clientOptions(&cfg)
 	if err != nil {
-		// go-redis's message may quote the URL: keep it out.
-		return nil, fmt.Errorf("fleet: redis URL %s does not parse", shown)
+		return nil, err
 	}
-	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
-	opt.PoolTimeout = cfg.Timeout
-	opt.ContextTimeoutEnabled = true
-	opt.MaxRetries = -1   // a failed round trip is retried by the next tick
-	opt.DialerRetries = 1 // a refused dial is an answer
-	opt.Dialer = quietDial(redis.NewDialer(opt))
-	// The loop is the pool's one user, one round trip at a time, so the
-	// pool never grows past a connection or two. Its size matters for
-	// another reason: after PoolSize failed dials go-redis stops dialling
-	// and probes once a second in a goroutine of its own, which would
-	// delay a resync by up to a second and outlive Close by as much. The
-	// pool sees no failed dial (quietDial), and a large size keeps that
-	// gate shut even so: each tick dials, and a Redis that is back is
-	// seen on the next tick.
-	opt.PoolSize = 1 << 16
-	opt.DisableIdentity = true
-	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-
 	var id [6]byte
 	rand.Read(id[:])
 	f := &Fleet{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		url:      shown,
+		url:      redact.BaseURL(cfg.RedisURL),
 		rdb:      redis.NewClient(opt),
-		channel:  "outbound:fleet:" + cfg.Namespace,
+		channel:  channelOf(cfg.Namespace),
 		prefix:   "outbound:fleet:" + cfg.Namespace,
 		holder:   hex.EncodeToString(id[:]),
 		wakeCh:   make(chan struct{}, 1),
 		circuits: map[string]*circuit{},
+		quotas:   map[string]*quota{},
 		since:    time.Now(),
 	}
 	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -195,8 +175,10 @@ func (o loggerOption) apply(c *Config) { c.Logger = o.l }
 // fleet loses sync with Redis and when it is back.
 func WithLogger(l *slog.Logger) EnvOption { return loggerOption{l} }
 
-// Close stops syncing and closes the connections to Redis. The breakers
-// keep working, each on its own (local). Close is idempotent.
+// Close stops syncing, gives this pod's shares of the fleet's quotas
+// back, and closes the connections to Redis. The breakers keep working,
+// each on its own (local), and each quota at limit / pods last seen.
+// Close is idempotent.
 func (f *Fleet) Close() error {
 	if f == nil {
 		return nil
@@ -213,7 +195,26 @@ func (f *Fleet) Close() error {
 	f.ps.Close()
 	f.done.Wait()
 	f.showAll() // every breaker local from now on
+	f.release()
 	return f.rdb.Close()
+}
+
+// release gives this pod's shares back to the fleet at once (rather than
+// when they expire), best effort within Config.Timeout, and leaves each
+// quota at limit / pods last seen: nothing will grant it again.
+func (f *Fleet) release() {
+	quotas := f.quotaSnapshot()
+	if len(quotas) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.Timeout)
+	defer cancel()
+	pipe := f.rdb.Pipeline()
+	for _, q := range quotas {
+		pipe.HDel(ctx, q.base+":quota", f.holder)
+		q.closeQuota()
+	}
+	pipe.Exec(ctx) // a Redis that does not answer lets the share expire
 }
 
 // wake asks the loop to run now (a trip, a probe, a lease wanted).
@@ -294,8 +295,14 @@ func (s seam) Circuit(system string, c config.Client, local registry.Circuit) (r
 	}, local, registry.Judge)
 }
 
-func (s seam) Quota(system string, _ config.Client, _ registry.Quota) (registry.Quota, error) {
-	return nil, fmt.Errorf("fleet: system %q: a quota shared by the fleet (RATE_SCOPE=fleet) is not built yet", system)
+// Quota gives the system its share of the fleet's quota, in place of
+// local (the registry's own token bucket, unused at scope fleet).
+func (s seam) Quota(system string, c config.Client, _ registry.Quota) (registry.Quota, error) {
+	r := c.Rate()
+	if !r.Limited() {
+		return nil, fmt.Errorf("fleet: system %q: %w", system, errNoRate)
+	}
+	return s.f.addQuota(system, r, min(c.CallTimeout, ratelimit.MaxPause))
 }
 
 // add makes local, the registry's breaker of system, a fleet breaker.
@@ -328,7 +335,7 @@ func (f *Fleet) add(system string, s settings, local registry.Circuit, judge fun
 func newCircuit(f *Fleet, system string, s settings, local registry.Circuit, judge func(error) observe.Verdict) *circuit {
 	grantLife := min(s.callTimeout, s.openTimeout)
 	c := &circuit{
-		f: f, name: system, base: f.prefix + ":" + system, local: local, judge: judge,
+		f: f, name: system, base: keyBase(f.cfg.Namespace, system), local: local, judge: judge,
 		minRequests: s.minRequests, ratio: s.ratio, window: s.window, openTimeout: s.openTimeout,
 		probes: s.probes, lease: grantLife + s.callTimeout, grantLife: grantLife,
 	}
@@ -345,6 +352,17 @@ type settings struct {
 	openTimeout time.Duration
 	probes      int
 	callTimeout time.Duration
+}
+
+// quotaSnapshot returns the quotas, in no order.
+func (f *Fleet) quotaSnapshot() []*quota {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*quota, 0, len(f.quotas))
+	for _, q := range f.quotas {
+		out = append(out, q)
+	}
+	return out
 }
 
 // snapshot returns the circuits, sorted by name.

@@ -71,5 +71,5 @@ func fail() (*http.Response, error) { return nil, errUpstream }
 // arguments every script takes (scripts.go).
 func runScript(c *circuit, s *redis.Script, args ...any) ([]int64, error) {
 	argv := append([]any{c.base, c.f.channel, c.name, c.openTimeout.Milliseconds()}, args...)
-	return s.Run(context.Background(), c.f.rdb, []string{c.base + ":state"}, argv...).Int64Slice()
+	return s.Run(context.Background(), c.f.rdb, c.keys(), argv...).Int64Slice()
 }

@@ -51,11 +51,12 @@ type roundTrip struct {
 
 // op is one script call of a round trip.
 type op struct {
-	c     *circuit // nil: the check
+	c     *circuit // nil: the check, or a quota's
 	cmd   *redis.Cmd
 	more  int // values of the reply after the state's
 	apply func(st state, more []int64, rt *roundTrip, now time.Time)
-	undo  func() // the round trip failed: put back what was taken for it
+	undo  func()              // the round trip failed: put back what was taken for it
+	reply func(now time.Time) // a quota's: applies its reply, or notes there was none
 }
 
 // step runs one round trip, reading every system's state when read is
@@ -63,8 +64,8 @@ type op struct {
 // carries the check (checkScript) too: the fleet is in sync again only
 // once Redis runs every kind of command it needs.
 func (f *Fleet) step(ctx context.Context, read bool) bool {
-	circuits := f.snapshot()
-	if len(circuits) == 0 {
+	circuits, quotas := f.snapshot(), f.quotaSnapshot()
+	if len(circuits) == 0 && len(quotas) == 0 {
 		return false
 	}
 	synced := f.synced.Load()
@@ -84,9 +85,12 @@ func (f *Fleet) step(ctx context.Context, read bool) bool {
 			reqs, fails = 0, 0 // evidence gathered while degraded is stale
 		}
 		if reqs > 0 || read {
-			rt.run(c, syncScript, 2, (*circuit).applyWindow, nil, reqs, fails, (c.window / 10).Milliseconds(), 10,
+			rt.run(c, syncScript, 4, (*circuit).applyWindow, nil, reqs, fails, (c.window / 10).Milliseconds(), 10,
 				c.minRequests, strconv.FormatFloat(c.ratio, 'g', -1, 64))
 		}
+	}
+	for _, q := range quotas {
+		rt.quota(q)
 	}
 	if len(rt.ops) == 0 {
 		return false
@@ -100,10 +104,12 @@ func (f *Fleet) step(ctx context.Context, read bool) bool {
 				o.undo()
 			}
 		}
+		rt.settleQuotas(quotas, time.Now()) // a quota's reply that came still counts
 		return f.failed(rctx, err, circuits)
 	}
 	f.failingSince = time.Time{}
 	now := time.Now()
+	rt.settleQuotas(quotas, now)
 	for _, o := range rt.ops {
 		if o.c == nil {
 			continue
@@ -116,15 +122,66 @@ func (f *Fleet) step(ctx context.Context, read bool) bool {
 	return true
 }
 
+// quota adds q's call: what this pod wants, for its share, and a pause
+// its upstream asked for that Redis does not have yet.
+func (rt *roundTrip) quota(q *quota) {
+	now := time.Now()
+	cmd := quotaScript.EvalSha(rt.ctx, rt.pipe, q.keys(), q.args(now)...)
+	rt.ops = append(rt.ops, op{cmd: cmd, reply: func(now time.Time) {
+		if !q.granted(cmd, rt.sent, now) {
+			q.missed(rt.sent)
+		}
+	}})
+	p := q.pauseOut.Load()
+	if p <= q.pauseSent {
+		return
+	}
+	ms := min(time.Duration(p-now.UnixNano()), q.bound).Milliseconds()
+	if ms <= 0 {
+		q.pauseSent = p // over already
+		return
+	}
+	pc := pauseScript.EvalSha(rt.ctx, rt.pipe, []string{q.base + ":pause"}, rt.f.channel, q.name, ms)
+	rt.ops = append(rt.ops, op{cmd: pc, reply: func(time.Time) {
+		r, err := pc.Int64Slice()
+		switch {
+		case pc.Err() != nil: // sent again on the next round trip
+		case err != nil || len(r) != 2 || r[1] < 0:
+			q.pauseSent = p
+			rt.f.rejected.Add(1)
+		default:
+			q.pauseSent = p
+			rt.f.rejected.Add(uint64(r[1]))
+		}
+	}})
+}
+
+// settleQuotas applies the replies of the quotas' calls that came, and
+// sets every quota's rate.
+func (rt *roundTrip) settleQuotas(quotas []*quota, now time.Time) {
+	for _, o := range rt.ops {
+		if o.reply != nil {
+			o.reply(now)
+		}
+	}
+	for _, q := range quotas {
+		q.settle(now)
+	}
+}
+
 // checkLife is how long the key the check writes lives.
 const checkLife = 10 * time.Second
+
+// keys are the keys of c every script is given: its state, and the
+// operator's override (which syncScript reads).
+func (c *circuit) keys() []string { return []string{c.base + ":state", c.base + ":force"} }
 
 // run adds a call of script s on c's state, with the four arguments
 // every script takes (scripts.go) before args.
 func (rt *roundTrip) run(c *circuit, s *redis.Script, more int, apply func(*circuit, state, []int64, *roundTrip, time.Time), undo func(), args ...any) {
 	argv := append([]any{c.base, rt.f.channel, c.name, c.openTimeout.Milliseconds()}, args...)
 	rt.ops = append(rt.ops, op{
-		c: c, cmd: s.EvalSha(rt.ctx, rt.pipe, []string{c.base + ":state"}, argv...), more: more,
+		c: c, cmd: s.EvalSha(rt.ctx, rt.pipe, c.keys(), argv...), more: more,
 		apply: func(st state, more []int64, rt *roundTrip, now time.Time) { apply(c, st, more, rt, now) },
 		undo:  undo,
 	})
@@ -218,10 +275,11 @@ func (c *circuit) applyState(st state, _ []int64, _ *roundTrip, now time.Time) {
 	}
 }
 
-// applyWindow applies the reply of the sync script: the state, and the
-// fleet window's requests and failures.
+// applyWindow applies the reply of the sync script: the state, the fleet
+// window's requests and failures, and the operator's override.
 func (c *circuit) applyWindow(st state, more []int64, rt *roundTrip, now time.Time) {
 	c.applyState(st, nil, rt, now)
+	c.readForced(more[2], more[3], rt.sent, now)
 	if reqs, fails, ok := c.readWindow(more); ok {
 		c.mu.Lock()
 		c.totals = [2]uint64{reqs, fails}

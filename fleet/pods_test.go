@@ -24,8 +24,10 @@ type pod struct {
 	c     *registry.Client
 }
 
-// startPods builds n pods calling baseURL at scope "local" or "fleet" (in
-// namespace ns of srv), with extra variables and registry options.
+// startPods builds n pods calling baseURL with their breaker at scope
+// "local" or "fleet" (in namespace ns of srv), with extra variables and
+// registry options; a pod has a fleet when its breaker or its quota
+// (PAYMENTS_RATE_SCOPE in extra) is at scope fleet.
 func startPods(t *testing.T, n int, srv *redistest.Server, ns, scope, baseURL string, extra map[string]string, opts ...registry.Option) []*pod {
 	t.Helper()
 	var pods []*pod
@@ -39,7 +41,7 @@ func startPods(t *testing.T, n int, srv *redistest.Server, ns, scope, baseURL st
 		maps.Copy(env, extra)
 		p := &pod{}
 		ropts := slices.Clone(opts)
-		if scope == "fleet" {
+		if scope == "fleet" || env["PAYMENTS_RATE_SCOPE"] == "fleet" {
 			env["OUTBOUND_FLEET_REDIS_URL"], env["OUTBOUND_FLEET_NAMESPACE"] = srv.URL(), ns
 			f, err := fleet.New(context.Background(), fleet.Config{RedisURL: srv.URL(), Namespace: ns})
 			if err != nil {

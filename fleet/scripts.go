@@ -1,6 +1,10 @@
 package fleet
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // The fleet's state of one system lives in one Redis hash, <base>:state,
 // with the fields v (version: every change adds one), s (0 closed, 1 open)
@@ -38,11 +42,11 @@ import "github.com/redis/go-redis/v9"
 // malformed and the open times it cut, then its own values. Its ARGV
 // begin with the same four: base, channel, system, open ms.
 
-// head reads the clock and the state, and defines how a change is
-// written and published.
-const head = `
+// numbers reads Redis's clock (now, in ms) and defines how every script
+// reads a number it did not write (int: an integer in [0, hi], or nil)
+// and writes one (fmt), and the counts of what it rejected and capped.
+const numbers = `
 local M = 9007199254740991
-local base, channel, system, open = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rejected, capped = 0, 0
@@ -53,6 +57,12 @@ local function int(x, hi)
   return nil
 end
 local function fmt(n) return string.format('%d', n) end
+`
+
+// head reads the clock and the state, and defines how a change is
+// written and published.
+const head = numbers + `
+local base, channel, system, open = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local function garbage(key)
   redis.call('DEL', key)
   rejected = rejected + 1
@@ -96,9 +106,12 @@ end
 // after the four: requests, failures, bucket ms, buckets, min requests,
 // failure ratio), drops buckets older than the window, and trips the
 // state open when the fleet's totals break the rule. It returns the
-// window's requests and failures. With zero counts it is the periodic
-// read of the state. The window's expiry is set after its counts, so a
-// window nobody writes to expires.
+// window's requests and failures, and the operator's override (KEYS[2],
+// force.go): 0 none, 1 open, 2 closed, and its ms left. With zero counts
+// it is the periodic read of the state. The window's expiry is set after
+// its counts, so a window nobody writes to expires. An override that is
+// not "open" or "closed", or a key of another type, is garbage; one with
+// no expiry or past maxForce is cut to maxForce.
 var syncScript = redis.NewScript(head + `
 local R, F = 0, 0
 if s == 0 then
@@ -144,8 +157,27 @@ if s == 0 then
     set(after(), 1, now + open)
   end
 end
-return reply(R, F)
+local fs, fms = 0, 0
+local fk = redis.call('TYPE', KEYS[2])['ok']
+if fk == 'string' then
+  local val = redis.call('GET', KEYS[2])
+  if val == 'open' then fs = 1 elseif val == 'closed' then fs = 2 else garbage(KEYS[2]) end
+  if fs > 0 then
+    fms = redis.call('PTTL', KEYS[2])
+    if fms < 0 or fms > ` + maxForceMS + ` then
+      fms = ` + maxForceMS + `
+      redis.call('PEXPIRE', KEYS[2], fms)
+      capped = capped + 1
+    end
+  end
+elseif fk ~= 'none' then
+  garbage(KEYS[2])
+end
+return reply(R, F, fs, fms)
 `)
+
+// maxForceMS is maxForce in ms, as the scripts write it.
+var maxForceMS = strconv.FormatInt(maxForce.Milliseconds(), 10)
 
 // tripScript opens the closed state of version ARGV[5]: a pod's own
 // breaker tripped. A stale version changes nothing.
@@ -219,6 +251,20 @@ end
 return reply()
 `)
 
+// forceScript writes an operator's override (KEYS[1]; ARGV: channel,
+// system, state, ms): "open" or "closed" for ms, or, state "", none; and
+// publishes "<system> force <state or -> <ms>".
+var forceScript = redis.NewScript(`
+if ARGV[3] == '' then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[1], ARGV[2] .. ' force - 0')
+else
+  redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+  redis.call('PUBLISH', ARGV[1], ARGV[2] .. ' force ' .. ARGV[3] .. ' ' .. ARGV[4])
+end
+return 1
+`)
+
 // checkScript proves that this pod may do all the fleet needs: run a
 // script, write a key (KEYS[1], for ARGV[3] ms) and publish (ARGV[2] on
 // channel ARGV[1], a message the pods ignore). A Redis user that lacks
@@ -237,7 +283,8 @@ if e then return e end
 return 1
 `)
 
-var scripts = []*redis.Script{syncScript, tripScript, probeScript, leaseScript, restoreScript, checkScript}
+var scripts = []*redis.Script{syncScript, tripScript, probeScript, leaseScript, restoreScript, checkScript,
+	quotaScript, pauseScript, forceScript}
 
 // maxVersion is the largest version a pod accepts, and the largest Redis
 // holds: versions are Lua numbers in Redis, doubles, exact below 2^53.

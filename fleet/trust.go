@@ -78,6 +78,14 @@ func (f *Fleet) onMessage(payload string) {
 	if len(w) == 2 && w[0] == hello {
 		return
 	}
+	if len(w) > 1 && w[1] == "pause" {
+		f.onPause(w)
+		return
+	}
+	if len(w) > 1 && w[1] == "force" {
+		f.onForce(w)
+		return
+	}
 	if len(w) != 4 {
 		f.rejected.Add(1)
 		return
@@ -98,6 +106,22 @@ func (f *Fleet) onMessage(payload string) {
 	if st, ok := c.readState(ver, s, ms); ok {
 		c.apply(st, time.Now())
 		c.show()
+	}
+}
+
+// onPause applies "<system> pause <ms>" from the channel: another pod's
+// upstream asked for a pause.
+func (f *Fleet) onPause(w []string) {
+	ms, err := strconv.ParseInt(w[len(w)-1], 10, 64)
+	if len(w) != 3 || err != nil {
+		f.rejected.Add(1)
+		return
+	}
+	f.mu.Lock()
+	q := f.quotas[w[0]]
+	f.mu.Unlock()
+	if q != nil {
+		q.readPause(ms, time.Now())
 	}
 }
 

@@ -32,7 +32,7 @@ type foreign struct {
 }
 
 func newForeign(srv *redistest.Server, ns string) foreign {
-	base := "outbound:fleet:" + ns + ":payments"
+	base := "outbound:fleet:{" + ns + ":payments}"
 	return foreign{srv: srv, state: base + ":state", base: base, channel: "outbound:fleet:" + ns}
 }
 

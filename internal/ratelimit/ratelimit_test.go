@@ -14,7 +14,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func limited(t *testing.T, limit string, burst int) config.Rate {
+func limited(t testing.TB, limit string, burst int) config.Rate {
 	t.Helper()
 	r, err := config.ParseRate(limit)
 	if err != nil {

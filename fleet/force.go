@@ -1,0 +1,198 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/outbound-go/outbound/internal/redact"
+	"github.com/outbound-go/outbound/observe"
+)
+
+// An operator's override of a system's breaker at scope fleet
+// (registry.Client.Force, or [Force] without a registry) is the key
+// <base>:force, whose value is the state ("open" or "closed") and whose
+// time to live is the time left: it ends by itself, and a pod that starts
+// meanwhile reads it. Every change is published on the fleet's channel as
+// "<system> force <open|closed|-> <ms left>" ("-": released), and every
+// pod reads the key back with the state (syncScript), at least every
+// Config.ReadInterval.
+
+// maxForce is the longest an override lasts unless renewed: the
+// registry's own maximum (registry.Client.Force). An override read from
+// Redis or the channel that lasts longer is cut to it.
+const maxForce = 24 * time.Hour
+
+// forced is an override as this pod knows it.
+type forced struct {
+	state   observe.BreakerState // "" when none
+	until   time.Time
+	learned time.Time // when this pod learned it
+}
+
+// Force writes the operator's override of the system's breaker for every
+// pod (registry.Forcer): state open or closed until until, or "" to
+// release it. It fails, and this pod's view stays as it was, when Redis
+// does not take it within a second.
+func (c *circuit) Force(state observe.BreakerState, until time.Time) error {
+	ms, err := forceMillis(state, until, time.Now())
+	if err != nil {
+		return fmt.Errorf("fleet: system %q: %w", c.name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(c.f.cfg.Timeout, forceTimeout))
+	defer cancel()
+	if err := writeForce(ctx, c.f.rdb, c.base, c.f.channel, c.name, state, ms); err != nil {
+		return fmt.Errorf("fleet: system %q: forcing the breaker: %w", c.name, redisError{msg: c.f.clean(err), err: err})
+	}
+	now := time.Now()
+	c.setForced(state, ms, now)
+	return nil
+}
+
+// forceTimeout bounds the write of an override: an operator's command,
+// not a round trip of the loop.
+const forceTimeout = time.Second
+
+// Forced returns the override in force as this pod knows it ("" when
+// none) and when it ends (registry.Forcer): one atomic load.
+func (c *circuit) Forced() (observe.BreakerState, time.Time) {
+	if f := c.forced.Load(); f != nil {
+		return f.state, f.until
+	}
+	return "", time.Time{}
+}
+
+// setForced makes state, for ms from now, the override this pod knows.
+func (c *circuit) setForced(state observe.BreakerState, ms int64, now time.Time) {
+	f := &forced{state: state, learned: now}
+	if state != "" {
+		f.until = now.Add(time.Duration(ms) * time.Millisecond)
+	}
+	c.forced.Store(f)
+}
+
+// readForced applies the override a sync reply read (fs: 0 none, 1 open,
+// 2 closed; fms: ms left), unless this pod learned of a change after the
+// read was sent (a message, or its own Force). A value no pod writes is
+// ignored (rejected); an override past maxForce is cut to it (capped).
+func (c *circuit) readForced(fs, fms int64, sent, now time.Time) {
+	state, ok := forcedStates[fs]
+	if !ok || fms < 0 || (fs == 0 && fms != 0) {
+		c.f.rejected.Add(1)
+		return
+	}
+	if fms > maxForce.Milliseconds() {
+		c.f.capped.Add(1)
+		fms = maxForce.Milliseconds()
+	}
+	if cur := c.forced.Load(); cur != nil && cur.learned.After(sent) {
+		return
+	}
+	if cur, _ := c.Forced(); cur == "" && state == "" {
+		return
+	}
+	c.setForced(state, fms, now)
+}
+
+// forcedStates are the states of an override as syncScript replies them.
+var forcedStates = map[int64]observe.BreakerState{0: "", 1: observe.BreakerOpen, 2: observe.BreakerClosed}
+
+// onForce applies "<system> force <open|closed|-> <ms>" from the channel.
+func (f *Fleet) onForce(w []string) {
+	if len(w) != 4 {
+		f.rejected.Add(1)
+		return
+	}
+	ms, err := strconv.ParseInt(w[3], 10, 64)
+	state := observe.BreakerState(w[2])
+	if state == "-" {
+		state = ""
+	}
+	if err != nil || ms < 0 || (state != "" && state != observe.BreakerOpen && state != observe.BreakerClosed) {
+		f.rejected.Add(1)
+		return
+	}
+	if ms > maxForce.Milliseconds() {
+		f.capped.Add(1)
+		ms = maxForce.Milliseconds()
+	}
+	f.mu.Lock()
+	c := f.circuits[w[0]]
+	f.mu.Unlock()
+	if c != nil {
+		c.setForced(state, ms, time.Now())
+	}
+}
+
+// forceMillis checks an override: state open or closed until until, in
+// (now, now + maxForce], or "" (released). It returns the ms left.
+func forceMillis(state observe.BreakerState, until, now time.Time) (int64, error) {
+	switch state {
+	case "":
+		return 0, nil
+	case observe.BreakerOpen, observe.BreakerClosed:
+	default:
+		return 0, fmt.Errorf("a breaker is forced open or closed, not %q", state)
+	}
+	d := until.Sub(now)
+	if d < time.Millisecond || d > maxForce {
+		return 0, fmt.Errorf("a breaker is forced until a time from now to %v from now, not %v from now", maxForce, d.Round(time.Millisecond))
+	}
+	return d.Milliseconds(), nil
+}
+
+// writeForce writes and publishes an override (state "": released).
+func writeForce(ctx context.Context, rdb *redis.Client, base, channel, system string, state observe.BreakerState, ms int64) error {
+	return forceScript.Run(ctx, rdb, []string{base + ":force"}, channel, system, string(state), ms).Err()
+}
+
+// Force forces the breaker of system open or closed for every pod of the
+// fleet that cfg names, until until (at most 24 hours from now), or
+// releases it (state ""; until is ignored), without a registry: what
+// `outbound breaker force-open|force-closed|release` runs. The pods
+// apply it within one message's delivery, or their next read of the
+// state (Config.ReadInterval); a pod that starts before it ends reads it
+// too. It returns an error naming the system when the arguments are
+// wrong or Redis does not take it before ctx ends; the Redis URL's
+// password never appears in it.
+func Force(ctx context.Context, cfg Config, system string, state observe.BreakerState, until time.Time) error {
+	ms, err := forceMillis(state, until, time.Now())
+	if err == nil && !systemName.MatchString(system) {
+		err = errors.New("the system is named by lower case letters, digits, '-' and '_', starting with a letter")
+	}
+	if err != nil {
+		return fmt.Errorf("fleet: system %q: %w", system, err)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = forceTimeout // a command, maybe over a wide network
+	}
+	opt, err := clientOptions(&cfg)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	if err := writeForce(ctx, rdb, keyBase(cfg.Namespace, system), channelOf(cfg.Namespace), system, state, ms); err != nil {
+		shown := (&Fleet{cfg: cfg, url: redact.BaseURL(cfg.RedisURL)}).clean(err)
+		return fmt.Errorf("fleet: system %q: forcing the breaker: %w", system, redisError{msg: shown, err: err})
+	}
+	return nil
+}
+
+// systemName is config's rule for a system's name (config.System.Name).
+var systemName = regexp.MustCompile(`^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$`)
+
+// redisError is an error from Redis as the fleet shows it: its message
+// without the URL's password, unwrapping to the error itself.
+type redisError struct {
+	msg string
+	err error
+}
+
+func (e redisError) Error() string { return e.msg }
+func (e redisError) Unwrap() error { return e.err }

@@ -1,0 +1,205 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/fleet"
+	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
+	"github.com/outbound-go/outbound/registry"
+)
+
+// forcedOn reports whether p's breaker shows state forced.
+func forcedOn(p *pod, state observe.BreakerState) bool {
+	f := p.c.Status().Forced
+	if state == "" {
+		return f == nil
+	}
+	return f != nil && f.State == state
+}
+
+// everyPod waits until cond holds on every pod and returns how long the
+// last one took.
+func everyPod(t *testing.T, pods []*pod, d time.Duration, what string, cond func(*pod) bool) time.Duration {
+	t.Helper()
+	return waitFor(t, d, what, func() bool {
+		for _, p := range pods {
+			if !cond(p) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestForcedOpenReachesEveryPod: an operator forces the fleet's breaker
+// open on one of 5 pods: every pod refuses its calls within the
+// propagation bound (one message; the periodic read, Config.ReadInterval,
+// when a message is lost), a pod started afterwards reads it, a release
+// from another pod reaches them all, and an override left alone ends at
+// its time on every pod, and in Redis.
+func TestForcedOpenReachesEveryPod(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	pods := startPods(t, 5, srv, "force", "fleet", up.URL, nil)
+	if err := pods[0].c.Force(observe.BreakerOpen, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	reached := everyPod(t, pods, 1500*time.Millisecond, "forced open on every pod", func(p *pod) bool { return forcedOn(p, observe.BreakerOpen) })
+	for i, p := range pods {
+		if err := get(context.Background(), p.c); !errors.Is(err, registry.ErrCircuitOpen) {
+			t.Errorf("pod %d: a call while forced open: %v, want ErrCircuitOpen", i, err)
+		}
+	}
+	late := startPods(t, 1, srv, "force", "fleet", up.URL, nil)
+	restart := waitFor(t, 1500*time.Millisecond, "a new pod reads the override", func() bool { return forcedOn(late[0], observe.BreakerOpen) })
+	pods = append(pods, late...)
+
+	if err := pods[2].c.Force("", 0); err != nil {
+		t.Fatal(err)
+	}
+	released := everyPod(t, pods, 1500*time.Millisecond, "released on every pod", func(p *pod) bool { return forcedOn(p, "") })
+	for i, p := range pods {
+		if err := get(context.Background(), p.c); err != nil {
+			t.Errorf("pod %d: a call after the release: %v", i, err)
+		}
+	}
+
+	if err := pods[1].c.Force(observe.BreakerClosed, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(time.Second)
+	everyPod(t, pods, 1500*time.Millisecond, "forced closed on every pod", func(p *pod) bool { return forcedOn(p, observe.BreakerClosed) })
+	var last time.Time // the latest end a pod holds
+	for i, p := range pods {
+		until := p.c.Status().Forced.Until
+		if until.After(end.Add(100 * time.Millisecond)) {
+			t.Errorf("pod %d: forced closed until %v, want about %v", i, until, end)
+		}
+		if until.After(last) {
+			last = until
+		}
+	}
+	everyPod(t, pods, 2*time.Second, "the override ended on every pod", func(p *pod) bool { return forcedOn(p, "") })
+	over := time.Since(last)
+	if v, err := srv.Do("EXISTS", "outbound:fleet:{force:payments}:force"); err != nil || v != "0" {
+		t.Errorf("the override is still in Redis after its end: %q %v", v, err)
+	}
+	t.Logf("forced open on one pod: on all 5 within %v; a pod started then read it within %v; released on all 6 within %v; an override of 1s ended on all %v after its time",
+		reached, restart, released, over)
+	if over > 100*time.Millisecond {
+		t.Errorf("the override ended %v after its time, want at once (each pod reads its end)", over)
+	}
+}
+
+// TestForceWithoutARegistry: the operator's command forces a system's
+// breaker for the whole fleet and releases it through fleet.Force alone;
+// it refuses what the registry refuses, and its errors never show the
+// Redis password.
+func TestForceWithoutARegistry(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	pods := startPods(t, 3, srv, "cli", "fleet", up.URL, nil)
+	cfg := fleet.Config{RedisURL: srv.URL(), Namespace: "cli"}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := fleet.Force(ctx, cfg, "payments", observe.BreakerOpen, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	d := everyPod(t, pods, 1500*time.Millisecond, "forced open on every pod", func(p *pod) bool { return forcedOn(p, observe.BreakerOpen) })
+	if err := fleet.Force(ctx, cfg, "payments", "", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	everyPod(t, pods, 1500*time.Millisecond, "released on every pod", func(p *pod) bool { return forcedOn(p, "") })
+	t.Logf("fleet.Force open: on all 3 pods within %v", d)
+
+	for _, c := range []struct {
+		name   string
+		cfg    fleet.Config
+		system string
+		state  observe.BreakerState
+		until  time.Time
+		want   string
+	}{
+		{"half-open", cfg, "payments", observe.BreakerHalfOpen, time.Now().Add(time.Hour), `not "half-open"`},
+		{"past", cfg, "payments", observe.BreakerOpen, time.Now().Add(-time.Second), "forced until a time"},
+		{"past a day", cfg, "payments", observe.BreakerOpen, time.Now().Add(25 * time.Hour), "forced until a time"},
+		{"bad name", cfg, "Pay ments", observe.BreakerOpen, time.Now().Add(time.Hour), "lower case letters"},
+		{"no redis", fleet.Config{Namespace: "cli"}, "payments", observe.BreakerOpen, time.Now().Add(time.Hour), "no Redis URL"},
+		{"redis down", fleet.Config{RedisURL: "redis://:s3cret@127.0.0.1:1", Namespace: "cli"}, "payments", observe.BreakerOpen, time.Now().Add(time.Hour), "forcing the breaker"},
+	} {
+		err := fleet.Force(ctx, c.cfg, c.system, c.state, c.until)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: %v, want an error saying %q (and no password)", c.name, err, c.want)
+		}
+	}
+}
+
+// TestForcedFromRedisIsInput: an override of another client is read as
+// input: a value that is not open or closed is deleted (Sync.Rejected);
+// one with no end, or on the channel of years, is cut to 24 hours
+// (Sync.Capped), in the pods and in Redis; a message of another state is
+// ignored.
+func TestForcedFromRedisIsInput(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	pods := startPods(t, 2, srv, "fin", "fleet", up.URL, nil)
+	f := newForeign(srv, "fin")
+	key := f.base + ":force"
+	counts := func() (rejected, capped uint64) { // of both pods
+		for _, p := range pods {
+			s := p.fleet.Sync()
+			rejected, capped = rejected+s.Rejected, capped+s.Capped
+		}
+		return rejected, capped
+	}
+	r0, c0 := counts()
+	f.do(t, "SET", key, "maybe")
+	waitFor(t, 2*time.Second, "the garbage rejected", func() bool {
+		r, _ := counts()
+		return r > r0 || f.do(t, "EXISTS", key) == "0"
+	})
+	if forcedOn(pods[0], "") == false || forcedOn(pods[1], "") == false {
+		t.Error("garbage forced a breaker")
+	}
+	f.do(t, "SET", key, "open") // no message: the pods read it
+	read := everyPod(t, pods, 2*time.Second, "forced open by the periodic read", func(p *pod) bool { return forcedOn(p, observe.BreakerOpen) })
+	t.Logf("an override written with no message: read by both pods within %v (Config.ReadInterval 1s, then the next tick)", read)
+	for i, p := range pods {
+		if d := time.Until(p.c.Status().Forced.Until); d > 24*time.Hour {
+			t.Errorf("pod %d: forced for %v by an override with no end, want at most 24h", i, d)
+		}
+	}
+	if ttl, _ := strconv.ParseInt(f.do(t, "PTTL", key), 10, 64); ttl <= 0 || ttl > (24*time.Hour).Milliseconds() {
+		t.Errorf("the override lives %dms in Redis, want it cut to 24h", ttl)
+	}
+	if _, c := counts(); c <= c0 {
+		t.Errorf("an override with no end was not counted in Sync.Capped")
+	}
+	f.do(t, "DEL", key)
+	r0, c0 = counts()
+	f.do(t, "PUBLISH", f.channel, "payments force closed 99999999999")
+	f.do(t, "PUBLISH", f.channel, "payments force shut 5000")
+	f.do(t, "PUBLISH", f.channel, "payments force open")
+	waitFor(t, 2*time.Second, "the messages read", func() bool {
+		r, c := counts()
+		return r >= r0+4 && c >= c0+2 // each pod reads each message
+	})
+	for i, p := range pods {
+		if !forcedOn(p, observe.BreakerClosed) {
+			t.Errorf("pod %d: %+v, want forced closed by the capped message", i, p.c.Status().Forced)
+		} else if d := time.Until(p.c.Status().Forced.Until); d > 24*time.Hour {
+			t.Errorf("pod %d: forced for %v by a message of years, want at most 24h", i, d)
+		}
+	}
+}

@@ -1,0 +1,307 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/ratelimit"
+	"github.com/outbound-go/outbound/observe"
+)
+
+// quota is this pod's share of a system's quota at RATE_SCOPE=fleet, the
+// registry's Quota for that system. Requests spend from a local token
+// bucket (ratelimit.Share) and never talk to Redis; the fleet's loop
+// sets the bucket's rate and burst from the share Redis grants each tick
+// (quotaScript), or from limit / pods last seen when Redis does not
+// answer. A quota is safe for concurrent use.
+type quota struct {
+	f     *Fleet
+	name  string
+	base  string
+	limit int64         // the fleet's RATE_LIMIT, micro-requests per second
+	burst int           // the fleet's burst (RATE_BURST, or derived)
+	bound time.Duration // the longest pause this pod takes: min(CALL_TIMEOUT, ratelimit.MaxPause)
+	life  time.Duration // how long a grant holds without a new one
+	share *ratelimit.Share
+
+	synced   atomic.Bool  // the rate is a grant from Redis
+	pauseOut atomic.Int64 // the latest pause this pod's upstream asked for, Unix ns
+
+	// The loop's alone (join's, before the loop knows the quota):
+	grant     int64     // micro-requests per second, last granted
+	leaseEnd  time.Time // the grant holds until then: its round trip's send + life
+	missedAt  time.Time // the send of the first round trip that failed since the last grant
+	pods      int       // pods last seen, at least 1
+	fellBack  bool      // the rate is a fallback, not a grant
+	resyncEnd time.Time // back from a fallback: the share is at most limit / pods until then
+	wants     demand
+	pauseSent int64 // the last pause written to Redis, Unix ns
+}
+
+// micro is the unit of the rates the fleet keeps in Redis: requests per
+// second x 10^6, integers.
+const micro = 1e6
+
+// maxPods is the most pods a reply may count.
+const maxPods = 1 << 20
+
+// addQuota makes the quota of system (rate r, pauses at most bound) a
+// share of the fleet's. It asks Redis for a first share before it
+// returns, bounded by Config.Timeout: a call made right after the
+// registry is built spends a share, not nothing (or, Redis failing, the
+// fallback).
+func (f *Fleet) addQuota(system string, r config.Rate, bound time.Duration) (*quota, error) {
+	q := &quota{
+		f: f, name: system, base: keyBase(f.cfg.Namespace, system),
+		limit: int64(r.PerSecond() * micro), burst: r.Burst, bound: bound, life: grantLife(f.cfg),
+		share: ratelimit.NewShare(r.String(), "fleet"), pods: 1,
+	}
+	q.wants.start(time.Now(), f.cfg.FlushInterval)
+	if err := f.joinable(system); err != nil {
+		return nil, err
+	}
+	q.join()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.joinableLocked(system); err != nil {
+		return nil, err
+	}
+	f.quotas[system] = q
+	f.wake()
+	return q, nil
+}
+
+// grantLife is how long a grant holds without a new one: a pod that
+// missed a few ticks keeps its share, one that died gives it back.
+func grantLife(cfg Config) time.Duration {
+	return max(4*cfg.FlushInterval, cfg.ReadInterval) + cfg.Timeout
+}
+
+func (f *Fleet) joinable(system string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.joinableLocked(system)
+}
+
+func (f *Fleet) joinableLocked(system string) error {
+	if f.closed {
+		return errClosed
+	}
+	if _, dup := f.quotas[system]; dup {
+		return fmt.Errorf("fleet: system %q is already in this fleet's quotas (one Fleet per registry)", system)
+	}
+	return nil
+}
+
+// join asks Redis for the first share, unless Redis is known to fail.
+func (q *quota) join() {
+	now := time.Now()
+	if q.f.degradedAtStart() {
+		q.missed(now)
+		q.settle(now)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), q.f.cfg.Timeout)
+	defer cancel()
+	cmd := quotaScript.Run(ctx, q.f.rdb, q.keys(), q.args(now)...)
+	if !q.granted(cmd, now, time.Now()) {
+		q.missed(now)
+	}
+	q.settle(time.Now())
+}
+
+// degradedAtStart reports whether Redis failed before the fleet ever
+// synced (New's ping): then a join would only wait.
+func (f *Fleet) degradedAtStart() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.synced.Load() && f.lastErr != ""
+}
+
+func (q *quota) keys() []string { return []string{q.base + ":quota", q.base + ":pause"} }
+
+// args are quotaScript's ARGV at now: what this pod wants and may still
+// send at, and the most it takes (limit / pods while it resyncs).
+func (q *quota) args(now time.Time) []any {
+	asked, waiting := q.share.Demand()
+	q.wants.add(now, asked)
+	want := min(q.limit, int64((1.25*q.wants.perSec(now)+float64(waiting)/q.f.cfg.FlushInterval.Seconds())*micro))
+	perSec, _ := q.share.Rate() // in force until the reply is applied
+	ack := min(q.limit, int64(perSec*micro))
+	most := q.limit
+	if now.Before(q.resyncEnd) {
+		most = q.limit / int64(q.pods)
+	}
+	return []any{q.f.holder, q.limit, want, ack, most, q.life.Milliseconds(), q.bound.Milliseconds(), q.limit / int64(q.pods)}
+}
+
+// granted applies a reply of quotaScript to the round trip sent at sent:
+// {grant, live pods, pause ms, rejected, capped, lost}. It reports false
+// when there is no reply, or one that no script could have sent
+// (counted).
+func (q *quota) granted(cmd *redis.Cmd, sent, now time.Time) bool {
+	if cmd.Err() != nil {
+		return false
+	}
+	r, err := cmd.Int64Slice()
+	if err != nil || len(r) != 6 || r[3] < 0 || r[4] < 0 {
+		q.f.rejected.Add(1)
+		return false
+	}
+	q.f.rejected.Add(uint64(r[3]))
+	q.f.capped.Add(uint64(r[4]))
+	g, n, pause, lost := r[0], r[1], r[2], r[5]
+	if g < 0 || g > q.limit || n < 1 || n > maxPods || pause < 0 || lost < 0 || lost > 1 {
+		q.f.rejected.Add(1)
+		return false
+	}
+	if q.fellBack || lost == 1 {
+		// Back from a fallback, or Redis lost the shares: the other pods
+		// come back over the next tick, and the grants of those that do
+		// not expire within life.
+		q.resyncEnd = now.Add(q.life + q.f.cfg.FlushInterval)
+		q.fellBack = false
+	}
+	if now.Before(q.resyncEnd) {
+		n = max(n, int64(q.pods)) // Redis may have lost the others
+		g = min(g, q.limit/n)
+	}
+	q.grant, q.pods, q.leaseEnd, q.missedAt = g, int(n), sent.Add(q.life), time.Time{}
+	if pause > 0 {
+		q.readPause(pause, now)
+	}
+	return true
+}
+
+// missed notes a round trip sent at sent that brought no grant.
+func (q *quota) missed(sent time.Time) {
+	if q.missedAt.IsZero() {
+		q.missedAt = sent
+	}
+}
+
+// settle sets the share's rate at now: the grant while it holds; once it
+// has expired, limit / pods last seen, but no more than the grant until
+// every other pod's grant has expired too (Redis failed at most Timeout
+// after this pod's first failed round trip was sent, so theirs end by
+// then + life); a pod that never had a grant falls back at once.
+func (q *quota) settle(now time.Time) {
+	perSec := q.grant
+	synced := now.Before(q.leaseEnd)
+	if !synced {
+		perSec = q.limit / int64(q.pods)
+		if !q.leaseEnd.IsZero() && now.Before(q.missedAt.Add(q.f.cfg.Timeout+q.life)) {
+			perSec = min(perSec, q.grant)
+		}
+		q.fellBack = true
+	}
+	q.share.SetRate(float64(perSec)/micro, q.burstOf(perSec))
+	q.synced.Store(synced)
+}
+
+// burstOf is the burst of a share of perSec: the fleet's burst in the
+// share's proportion, at least 1 (a bucket of 0 sends nothing).
+func (q *quota) burstOf(perSec int64) int {
+	if perSec <= 0 {
+		return 0
+	}
+	return max(1, int(math.Floor(float64(q.burst)*float64(perSec)/float64(q.limit))))
+}
+
+// closeQuota leaves the share at limit / pods last seen: the fleet is
+// closed, nothing will grant it again.
+func (q *quota) closeQuota() {
+	perSec := q.limit / int64(q.pods)
+	q.share.SetRate(float64(perSec)/micro, q.burstOf(perSec))
+	q.synced.Store(false)
+}
+
+// Wait takes a token of this pod's share (registry.Quota).
+func (q *quota) Wait(ctx context.Context, maxWait time.Duration) error {
+	return q.share.Wait(ctx, maxWait)
+}
+
+// Pause stops every request of this pod until until, at most the pod's
+// longest pause from now, and has the loop pause every other pod.
+func (q *quota) Pause(until time.Time) {
+	if most := time.Now().Add(q.bound); until.After(most) {
+		until = most
+	}
+	q.share.Pause(until)
+	if until.UnixNano() > q.pauseOut.Load() {
+		ratelimit.Extend(&q.pauseOut, until)
+		q.f.wake()
+	}
+}
+
+// Status is the share's state (registry.Quota): Synced while the rate is
+// a grant from Redis.
+func (q *quota) Status() observe.RateStatus {
+	st := q.share.Status()
+	st.Synced = q.synced.Load()
+	return st
+}
+
+// readPause applies a pause of ms read from Redis or the channel: at most
+// the pod's longest pause (capped), never negative (rejected).
+func (q *quota) readPause(ms int64, now time.Time) {
+	switch limit := q.bound.Milliseconds(); {
+	case ms < 0:
+		q.f.rejected.Add(1)
+		return
+	case ms > limit:
+		q.f.capped.Add(1)
+		ms = limit
+	}
+	q.share.Pause(now.Add(time.Duration(ms) * time.Millisecond))
+}
+
+// errNoRate refuses a quota with no rate limit.
+var errNoRate = errors.New("no RATE_LIMIT")
+
+// demand is the requests a pod asked for over the last second, in slots
+// of one tick.
+type demand struct {
+	at    time.Time // start
+	slot  time.Duration
+	cur   int64 // the slot now, counted from at
+	slots [demandSlots]uint64
+}
+
+const demandSlots = 5
+
+func (d *demand) start(now time.Time, slot time.Duration) { d.at, d.slot = now, slot }
+
+// add counts asked at now.
+func (d *demand) add(now time.Time, asked uint64) {
+	i := int64(now.Sub(d.at) / d.slot)
+	if i-d.cur >= demandSlots {
+		d.slots = [demandSlots]uint64{}
+		d.cur = i
+	}
+	for d.cur < i {
+		d.cur++
+		d.slots[d.cur%demandSlots] = 0
+	}
+	d.slots[i%demandSlots] += asked
+}
+
+// perSec is the rate asked over the last slots (or since start).
+func (d *demand) perSec(now time.Time) float64 {
+	span := min(demandSlots*d.slot, now.Sub(d.at))
+	if span < d.slot {
+		span = d.slot
+	}
+	var sum uint64
+	for _, n := range d.slots {
+		sum += n
+	}
+	return float64(sum) / span.Seconds()
+}

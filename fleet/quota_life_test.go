@@ -1,0 +1,62 @@
+package fleet_test
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/outboundtest"
+)
+
+// TestDeadPodsShareComesBackByItself: a pod that dies right after its
+// grant (its entry, as it wrote it, with nobody to renew it) holds its
+// share for one grant life at most (1.1s with fleet.Config's defaults);
+// then the live pods have the whole limit again.
+func TestDeadPodsShareComesBackByItself(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	pods := startPods(t, 2, srv, "dead", "local", up.URL, quotaEnv("100/s", nil))
+	settle(t, pods, 100)
+	f := newForeign(srv, "dead")
+	life := 1100 * time.Millisecond
+	died := time.Now()
+	// Wants all of it, holds a third: as the pods would have granted it.
+	f.do(t, "HSET", f.base+":quota", "deadpod", "100000000 33333333 33333333 "+strconv.FormatInt(ms(died.Add(life)), 10))
+	waitFor(t, time.Second, "the pods see the dead pod", func() bool {
+		return sumShares(pods, func(float64) bool { return true }) <= 100-33
+	})
+	waitFor(t, 3*time.Second, "the live pods have the limit again", func() bool {
+		return sumShares(pods, func(s float64) bool { return s >= 49.99 }) == 100
+	})
+	t.Logf("a dead pod's share came back %v after it died (grant life %v)", time.Since(died), life)
+	if d := time.Since(died); d < life {
+		t.Errorf("the share came back %v after the pod died, before its grant life (%v): it was not held", d, life)
+	}
+}
+
+// TestClosedPodGivesItsShareBack: a pod whose fleet closes (a pod shut
+// down cleanly) gives its share back at once: the other has the whole
+// limit within a tick or two, well before the share would have expired.
+func TestClosedPodGivesItsShareBack(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	pods := startPods(t, 2, srv, "bye", "local", up.URL, quotaEnv("100/s", nil))
+	settle(t, pods, 100)
+	closed := time.Now()
+	pods[1].reg.Close()
+	pods[1].fleet.Close()
+	d := waitFor(t, 3*time.Second, "the other pod has the whole limit", func() bool {
+		return pods[0].c.Status().Rate.Share >= 99.99
+	})
+	t.Logf("a pod closed: the other had the whole limit %v later", d)
+	if d > 800*time.Millisecond {
+		t.Errorf("the share came back %v after the pod closed, want within a few ticks, not its expiry (1.1s)", time.Since(closed))
+	}
+	if st := pods[1].c.Status().Rate; st.Synced || st.Share != 50 {
+		t.Errorf("the closed pod's quota: %+v, want limit / pods last seen (50/s), not synced", st)
+	}
+}

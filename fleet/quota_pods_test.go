@@ -1,0 +1,177 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/outboundtest"
+	"github.com/outbound-go/outbound/registry"
+)
+
+// The quota tests' pods, load and counts.
+
+// quotaEnv is the settings of the quota tests: payments at RATE_LIMIT
+// limit, scope fleet, requests waiting up to 2s for a token.
+func quotaEnv(limit string, extra map[string]string) map[string]string {
+	env := map[string]string{
+		"PAYMENTS_RATE_LIMIT": limit, "PAYMENTS_RATE_SCOPE": "fleet", "PAYMENTS_RATE_MAX_WAIT": "2s",
+		"PAYMENTS_CONNECT_TIMEOUT": "1s", "PAYMENTS_READ_TIMEOUT": "3s", "PAYMENTS_CALL_TIMEOUT": "5s",
+		"PAYMENTS_MAX_CONCURRENT": "64",
+	}
+	maps.Copy(env, extra)
+	return env
+}
+
+// arrivals is a fake upstream that notes when each request reached it.
+type arrivals struct {
+	*outboundtest.Upstream
+	mu sync.Mutex
+	at []time.Time
+}
+
+func newArrivals(t *testing.T, h http.HandlerFunc) *arrivals {
+	a := &arrivals{}
+	a.Upstream = outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		a.mu.Lock()
+		a.at = append(a.at, now)
+		a.mu.Unlock()
+		if h != nil {
+			h(w, r)
+		}
+	}))
+	return a
+}
+
+// since returns the arrival times from t on, sorted.
+func (a *arrivals) since(t time.Time) []time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []time.Time
+	for _, at := range a.at {
+		if !at.Before(t) {
+			out = append(out, at)
+		}
+	}
+	slices.SortFunc(out, func(x, y time.Time) int { return x.Compare(y) })
+	return out
+}
+
+// windows counts the arrivals in each whole window w from start to end.
+func windows(at []time.Time, start, end time.Time, w time.Duration) []int {
+	n := int(end.Sub(start) / w)
+	out := make([]int, n)
+	for _, t := range at {
+		if i := int(t.Sub(start) / w); i >= 0 && i < n {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// sliding is the most arrivals in any window of w (at sorted).
+func sliding(at []time.Time, w time.Duration) int {
+	most, j := 0, 0
+	for i := range at {
+		for at[i].Sub(at[j]) >= w {
+			j++
+		}
+		most = max(most, i-j+1)
+	}
+	return most
+}
+
+// sendTimes notes when each request left a pod: when it reached the
+// registry's transport, past the quota.
+type sendTimes struct {
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (s *sendTimes) option() registry.Option {
+	return registry.WithTransportWrapper(func(_ string, next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			now := time.Now()
+			s.mu.Lock()
+			s.at = append(s.at, now)
+			s.mu.Unlock()
+			return next.RoundTrip(r)
+		})
+	})
+}
+
+// since returns the send times from t on, sorted.
+func (s *sendTimes) since(t time.Time) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []time.Time
+	for _, at := range s.at {
+		if !at.Before(t) {
+			out = append(out, at)
+		}
+	}
+	slices.SortFunc(out, func(x, y time.Time) int { return x.Compare(y) })
+	return out
+}
+
+// drive runs k callers on p until ctx ends, each waiting gap between its
+// calls, and counts the calls served (answered by the upstream).
+func drive(ctx context.Context, wg *sync.WaitGroup, p *pod, k int, gap time.Duration, served *atomic.Int64) {
+	for range k {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				err := get(ctx, p.c)
+				switch {
+				case err == nil:
+					served.Add(1)
+				case errors.Is(err, registry.ErrRateLimited):
+					time.Sleep(5 * time.Millisecond) // refused at once: no spin
+				}
+				if gap > 0 {
+					sleepCtx(ctx, gap)
+				}
+			}
+		})
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// sumShares is the sum of the pods' shares (requests per second) when
+// each pod's share passes ok, else -1.
+func sumShares(pods []*pod, ok func(float64) bool) float64 {
+	sum := 0.0
+	for _, p := range pods {
+		s := p.c.Status().Rate.Share
+		if !ok(s) {
+			return -1
+		}
+		sum += s
+	}
+	return math.Round(sum*1000) / 1000
+}
+
+// settle waits until the idle pods share the limit (requests per second)
+// evenly: the first pod to join had all of it.
+func settle(t *testing.T, pods []*pod, limit float64) time.Duration {
+	t.Helper()
+	even := limit / float64(len(pods))
+	return waitFor(t, 5*time.Second, "the pods share the limit evenly", func() bool {
+		return sumShares(pods, func(s float64) bool { return s >= even-0.01 }) == limit
+	})
+}

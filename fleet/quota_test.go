@@ -1,0 +1,287 @@
+package fleet_test
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/registry"
+)
+
+// TestFleetQuotaHoldsTheLimitAcrossPods: 10 pods x 32 callers at
+// RATE_LIMIT=200/s, scope fleet, for 10s against an upstream that counts
+// the requests of each 1s window: every window holds at most 210
+// (limit + burst), and the quota is used: at least 190/s on average. The
+// pods never send more than 210 within any one second (a sliding
+// window), but for the moment between a token and its request; the
+// upstream may see a second hold a few more than they sent in it, as
+// their requests take more or less time to reach it.
+func TestFleetQuotaHoldsTheLimitAcrossPods(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newArrivals(t, nil)
+	sends := &sendTimes{}
+	joined := time.Now()
+	pods := startPods(t, 10, srv, "quota", "local", up.URL, quotaEnv("200/s", nil), sends.option())
+	d := settle(t, pods, 200)
+	t.Logf("10 pods started in %v; shares settled %v later", time.Since(joined)-d, d)
+	const run = 10 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var served atomic.Int64
+	start := time.Now()
+	for _, p := range pods {
+		drive(ctx, &wg, p, 32, 0, &served)
+	}
+	time.Sleep(run)
+	end := time.Now()
+	cancel()
+	wg.Wait()
+	at := up.since(start)
+	ws := windows(at, start, end, time.Second)
+	total := 0
+	for _, n := range ws {
+		total += n
+	}
+	avg := float64(total) / float64(len(ws))
+	sent := sends.since(start)
+	t.Logf("upstream's 1s windows: %v; max %d, average %.1f/s; most in any sliding 1s: %d at the upstream, %d sent by the pods",
+		ws, slices.Max(ws), avg, sliding(at, time.Second), sliding(sent, time.Second))
+	// The bound is on the tokens taken; a request enters the transport a
+	// moment after its token: 5 requests (25ms of the limit) for that.
+	if m := sliding(sent, time.Second); m > 210+5 {
+		t.Errorf("the pods sent %d requests within one second, want at most 210 (limit + burst)", m)
+	}
+	for _, p := range pods {
+		st := p.c.Status().Rate
+		t.Logf("pod: share %.2f/s burst %d synced %v refused %d", st.Share, st.Burst, st.Synced, st.Refused)
+	}
+	if m := slices.Max(ws); m > 210 {
+		t.Errorf("a 1s window held %d requests, want at most 210", m)
+	}
+	if avg < 190 {
+		t.Errorf("%.1f requests/s on average, want at least 190", avg)
+	}
+}
+
+// TestFleetQuotaFollowsSkewedDemand: one pod of 10 makes about 90% of
+// the calls (32 callers; the other 9 pods one call every 500ms each) and
+// gets most of the quota within 2s; when it stops and the others get
+// busy, they take its share within 2s.
+func TestFleetQuotaFollowsSkewedDemand(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newArrivals(t, nil)
+	pods := startPods(t, 10, srv, "skew", "local", up.URL, quotaEnv("200/s", nil))
+	settle(t, pods, 200)
+	busyCtx, stopBusy := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	defer stopBusy()
+	var busyServed, othersServed atomic.Int64
+	drive(busyCtx, &wg, pods[0], 32, 0, &busyServed)
+	for _, p := range pods[1:] {
+		drive(ctx, &wg, p, 1, 500*time.Millisecond, &othersServed)
+	}
+	took := waitFor(t, 2*time.Second, "the busy pod has 3/4 of the limit", func() bool {
+		return pods[0].c.Status().Rate.Share >= 150
+	})
+	time.Sleep(time.Second)
+	b0, o0 := busyServed.Load(), othersServed.Load()
+	time.Sleep(2 * time.Second)
+	b, o := busyServed.Load()-b0, othersServed.Load()-o0
+	t.Logf("the busy pod had 150/s of 200/s %v after the load began; then over 2s it was served %.0f/s, the 9 others %.1f/s (shares: busy %.1f/s)",
+		took, float64(b)/2, float64(o)/2, pods[0].c.Status().Rate.Share)
+	if float64(b)/float64(b+o) < 0.8 {
+		t.Errorf("the busy pod was served %d of %d calls, want most (at least 80%%)", b, b+o)
+	}
+	if o < 2*9*2*8/10 { // 2/s each, less a fifth for the phase of their 500ms gaps
+		t.Errorf("the 9 other pods were served %d calls in 2s, want what they asked (about 36)", o)
+	}
+
+	stopBusy()
+	var after atomic.Int64
+	for _, p := range pods[1:] {
+		drive(ctx, &wg, p, 8, 0, &after)
+	}
+	back := waitFor(t, 2*time.Second, "the 9 others have 90% of the limit", func() bool {
+		return sumShares(pods[1:], func(float64) bool { return true }) >= 180
+	})
+	a0 := after.Load()
+	time.Sleep(time.Second)
+	served := after.Load() - a0
+	t.Logf("the busy pod stopped: the 9 others had 180/s of 200/s %v later, then were served %d in 1s", back, served)
+	if served < 160 {
+		t.Errorf("the 9 others were served %d calls in the second after they took the share, want at least 160", served)
+	}
+}
+
+// TestFleetQuotaWithoutRedisKeepsTheLimit: 10 pods at 200/s, fleet
+// scope; Redis is killed mid-run: no 1s window at the upstream holds
+// more than limit x 1.1 (each pod keeps limit / pods last seen), and the
+// quota is still used. Redis comes back empty: the shares come from it
+// again within a few ticks.
+func TestFleetQuotaWithoutRedisKeepsTheLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newArrivals(t, nil)
+	pods := startPods(t, 10, srv, "down", "local", up.URL, quotaEnv("200/s", nil))
+	settle(t, pods, 200)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var served atomic.Int64
+	start := time.Now()
+	for _, p := range pods {
+		drive(ctx, &wg, p, 8, 0, &served)
+	}
+	time.Sleep(2 * time.Second)
+	srv.Kill()
+	killed := time.Now()
+	waitFor(t, 3*time.Second, "every pod falls back", func() bool {
+		return !slices.ContainsFunc(pods, func(p *pod) bool { return p.c.Status().Rate.Synced })
+	})
+	fell := time.Since(killed)
+	time.Sleep(4*time.Second - fell)
+	srv.Restart()
+	back := time.Now()
+	resync := waitFor(t, 5*time.Second, "every pod's share from Redis again", func() bool {
+		return !slices.ContainsFunc(pods, func(p *pod) bool { return !p.c.Status().Rate.Synced })
+	})
+	time.Sleep(3*time.Second - resync)
+	end := time.Now()
+	cancel()
+	wg.Wait()
+	ws := windows(up.since(start), start, end, time.Second)
+	t.Logf("1s windows (Redis killed at %.1fs, back at %.1fs): %v", killed.Sub(start).Seconds(), back.Sub(start).Seconds(), ws)
+	t.Logf("every pod on its fallback %v after the kill; every share from Redis %v after it came back", fell, resync)
+	for _, p := range pods {
+		if st := p.c.Status().Rate; st.Share > 20 {
+			t.Errorf("a pod's share after the resync is %.2f/s, want at most a tenth of 200/s", st.Share)
+		}
+	}
+	for i, n := range ws {
+		if n > 220 {
+			t.Errorf("window %d held %d requests, want at most 220 (limit x 1.1)", i, n)
+		}
+		if n < 150 {
+			t.Errorf("window %d held %d requests, want the quota used (at least 150)", i, n)
+		}
+	}
+}
+
+// TestFleetQuotaFallbackWaitsForTheGrantsToEnd: one pod of 10 holds most
+// of the quota (the others call once every 500ms) when Redis is killed,
+// and the others get busy at that moment. They fall back to limit / pods
+// only once every grant has expired (the busy pod's included), so no 1s
+// at the upstream holds more than limit x 1.1; had they fallen back at
+// once, the fleet would have sent the busy pod's grant and 9 x limit /
+// pods together for a second.
+func TestFleetQuotaFallbackWaitsForTheGrantsToEnd(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newArrivals(t, nil)
+	pods := startPods(t, 10, srv, "fallback", "local", up.URL, quotaEnv("200/s", nil))
+	settle(t, pods, 200)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var served atomic.Int64
+	drive(ctx, &wg, pods[0], 32, 0, &served)
+	for _, p := range pods[1:] {
+		drive(ctx, &wg, p, 1, 500*time.Millisecond, &served)
+	}
+	waitFor(t, 3*time.Second, "the busy pod has 3/4 of the limit", func() bool {
+		return pods[0].c.Status().Rate.Share >= 150
+	})
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	srv.Kill()
+	for _, p := range pods[1:] {
+		drive(ctx, &wg, p, 8, 0, &served)
+	}
+	time.Sleep(3 * time.Second)
+	end := time.Now()
+	cancel()
+	wg.Wait()
+	at := up.since(start.Add(-time.Second))
+	ws := windows(at, start.Add(-time.Second), end, 500*time.Millisecond)
+	t.Logf("500ms windows, Redis killed after the second: %v; most in a sliding 1s: %d", ws, sliding(at, time.Second))
+	if m := sliding(at, time.Second); m > 220 {
+		t.Errorf("%d requests in one second, want at most 220 (limit x 1.1)", m)
+	}
+}
+
+// TestFleetQuotaRedisCommandsFollowPodsAndTicks: 100,000 requests
+// through 10 pods at scope fleet cost Redis about pods x ticks commands
+// (one script per pod per tick), as many as 1,000 requests over the same
+// time: the quota's cost does not depend on the request rate.
+func TestFleetQuotaRedisCommandsFollowPodsAndTicks(t *testing.T) {
+	srv := redistest.Start(t)
+	ok := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	wrap := registry.WithTransportWrapper(func(string, http.RoundTripper) http.RoundTripper { return ok })
+	const nPods, calls = 10, 100_000
+	pods := startPods(t, nPods, srv, "qcount", "local", "http://payments.invalid", quotaEnv("1000000/s", nil), wrap)
+	ticks := 1 / (200 * time.Millisecond).Seconds() // fleet.Config's default FlushInterval
+	measure := func(perPod int, d time.Duration) (int, time.Duration) {
+		if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		for _, p := range pods {
+			wg.Go(func() {
+				gap := d / time.Duration(perPod)
+				for range perPod {
+					if err := get(context.Background(), p.c); err != nil {
+						t.Errorf("call: %v", err)
+						return
+					}
+					if gap > 0 {
+						time.Sleep(gap)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if rest := d - time.Since(start); rest > 0 {
+			time.Sleep(rest)
+		}
+		elapsed := time.Since(start)
+		stats, err := srv.CommandCalls()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for cmd, k := range stats {
+			if cmd != "info" && !strings.HasPrefix(cmd, "config") && !scriptCommands[cmd] {
+				n += k
+			}
+		}
+		t.Logf("%d calls in %.1fs: %d commands sent (%v)", perPod*nPods, elapsed.Seconds(), n, stats)
+		return n, elapsed
+	}
+	fast, secs := measure(calls/nPods, 0)
+	slow, slowSecs := measure(1000/nPods, secs)
+	// One script per pod per tick (the breaker is at scope local: none of
+	// its own), and a few more for a reconnection on a loaded machine.
+	bound := func(d time.Duration) int { return int(nPods*ticks*(d.Seconds()+0.3)) + 4*nPods }
+	s := secs.Seconds()
+	t.Logf("100,000 calls in %.1fs (%.0f/s): %d commands (%.0f/s, %.1f per pod per tick); 1,000 calls in %.1fs: %d (%.0f/s)",
+		s, calls/s, fast, float64(fast)/s, float64(fast)/s/nPods/ticks, slowSecs.Seconds(), slow, float64(slow)/slowSecs.Seconds())
+	if fast > bound(secs) {
+		t.Errorf("%d commands for 100,000 calls in %.1fs, want at most %d (pods x ticks)", fast, s, bound(secs))
+	}
+	if slow > bound(slowSecs) {
+		t.Errorf("%d commands for 1,000 calls in %v, want at most %d (pods x ticks)", slow, slowSecs, bound(slowSecs))
+	}
+	// Per second, so that the two runs' lengths do not matter.
+	fast, slow = int(float64(fast)/s), int(float64(slow)/slowSecs.Seconds())
+	if float64(fast) > 1.3*float64(slow)+float64(2*nPods) {
+		t.Errorf("100,000 calls cost %d commands a second, 1,000 cost %d: the cost follows the calls", fast, slow)
+	}
+}

@@ -1,0 +1,144 @@
+package fleet_test
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/outboundtest"
+)
+
+// The quota's keys are shared ground too: another client may write
+// anything there, or Redis may lose them. These tests play that client.
+
+// trustQuotaPods starts 2 idle pods sharing 100/s (each 50/s), and
+// returns them with the namespace's keys and a reader of the sum of
+// their Sync.Rejected and Sync.Capped.
+func trustQuotaPods(t *testing.T, ns string) ([]*pod, foreign, func() (uint64, uint64)) {
+	t.Helper()
+	srv := redistest.Start(t)
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	pods := startPods(t, 2, srv, ns, "local", up.URL, quotaEnv("100/s", nil))
+	settle(t, pods, 100)
+	counts := func() (rejected, capped uint64) {
+		for _, p := range pods {
+			s := p.fleet.Sync()
+			rejected, capped = rejected+s.Rejected, capped+s.Capped
+		}
+		return rejected, capped
+	}
+	return pods, newForeign(srv, ns), counts
+}
+
+// TestQuotaForgedSharesAreRejectedOrCapped: another client writes into
+// the quota's hash an entry that is not four numbers, a negative demand,
+// and a pod that holds a million times the limit for an hour. The first
+// two are deleted (Sync.Rejected); the last is cut to the limit and to
+// one grant life (Sync.Capped), so the pods share the whole limit again
+// within that life (1.1s with fleet.Config's defaults) and a little.
+func TestQuotaForgedSharesAreRejectedOrCapped(t *testing.T) {
+	t.Parallel()
+	pods, f, counts := trustQuotaPods(t, "qforged")
+	quota := f.base + ":quota"
+	r0, c0 := counts()
+	far := strconv.FormatInt(ms(time.Now().Add(time.Hour)), 10)
+	f.do(t, "HSET", quota, "garbage", "not numbers", "negative", "-5 0 0 "+far, "hog", "0 999999999999999 0 "+far)
+	forged := time.Now()
+	waitFor(t, 2*time.Second, "the garbage rejected, the hog capped", func() bool {
+		r, c := counts()
+		return r >= r0+2 && c >= c0+1
+	})
+	if v := f.do(t, "HGET", quota, "garbage"); v != "" {
+		t.Errorf("the garbage is still there: %q", v)
+	}
+	waitFor(t, 3*time.Second, "the pods share the limit again", func() bool {
+		return sumShares(pods, func(s float64) bool { return s >= 49.99 }) == 100
+	})
+	t.Logf("a forged pod holding 10^6 x the limit for an hour: the pods had the limit back %v after it was written", time.Since(forged))
+	if v := f.do(t, "HGET", quota, "hog"); v != "" {
+		t.Errorf("the hog is still there: %q", v)
+	}
+}
+
+// TestQuotaLostInRedisCostsNoOvershoot: the quota's hash is deleted, or
+// replaced by a key of the wrong type (which the pods delete, counted),
+// between two ticks, as when Redis restarts empty or fails over to a
+// replica that missed the last writes. The first pod to see it would
+// find itself alone and take the whole limit while the other still
+// sends at its share: a pod that was sending and finds its entry gone
+// takes at most limit / pods last seen for a grant life instead.
+func TestQuotaLostInRedisCostsNoOvershoot(t *testing.T) {
+	t.Parallel()
+	pods, f, counts := trustQuotaPods(t, "qlost")
+	quota := f.base + ":quota"
+	for _, lose := range [][][]string{{{"DEL", quota}}, {{"DEL", quota}, {"RPUSH", quota, "a list"}}} {
+		r0, _ := counts()
+		for _, cmd := range lose {
+			f.do(t, cmd...)
+		}
+		end := time.Now().Add(time.Second)
+		for time.Now().Before(end) {
+			for i, p := range pods {
+				if s := p.c.Status().Rate.Share; s > 50 {
+					t.Fatalf("after %v: pod %d's share is %.2f/s, want at most limit / pods (50/s)", lose, i, s)
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		if r, _ := counts(); len(lose) == 2 && r < r0+1 {
+			t.Errorf("a quota hash of the wrong type was not counted in Sync.Rejected")
+		}
+		settle(t, pods, 100)
+	}
+}
+
+// TestPauseFromRedisIsBounded: a pause key with no end is deleted
+// (rejected), one of an hour is cut to the pod's CALL_TIMEOUT (capped),
+// in the pod and in Redis; on the channel, a pause that is not a number
+// or negative is ignored (rejected), one of years cut (capped).
+func TestPauseFromRedisIsBounded(t *testing.T) {
+	t.Parallel()
+	pods, f, counts := trustQuotaPods(t, "qpause")
+	pause := f.base + ":pause"
+	r0, c0 := counts()
+	f.do(t, "SET", pause, "1")
+	waitFor(t, 2*time.Second, "the endless pause rejected", func() bool {
+		r, _ := counts()
+		return r >= r0+1
+	})
+	for i, p := range pods {
+		if st := p.c.Status().Rate; !st.PausedUntil.IsZero() {
+			t.Errorf("pod %d paused until %v by a pause with no end, want none", i, st.PausedUntil)
+		}
+	}
+	f.do(t, "SET", pause, "1", "PX", "3600000")
+	waitFor(t, 2*time.Second, "the hour's pause capped, every pod paused", func() bool {
+		_, c := counts()
+		return c >= c0+1 && !pods[0].c.Status().Rate.PausedUntil.IsZero() && !pods[1].c.Status().Rate.PausedUntil.IsZero()
+	})
+	for i, p := range pods {
+		if d := time.Until(p.c.Status().Rate.PausedUntil); d > 5*time.Second {
+			t.Errorf("pod %d paused for %v by a pause of an hour, want at most its CALL_TIMEOUT (5s)", i, d)
+		}
+	}
+	if ttl, _ := strconv.Atoi(f.do(t, "PTTL", pause)); ttl > 5000 {
+		t.Errorf("the pause key lives %dms in Redis, want it cut to 5000", ttl)
+	}
+
+	f.do(t, "DEL", pause)
+	r0, c0 = counts()
+	f.do(t, "PUBLISH", f.channel, "payments pause soon")
+	f.do(t, "PUBLISH", f.channel, "payments pause -5")
+	f.do(t, "PUBLISH", f.channel, "payments pause 99999999999")
+	waitFor(t, 2*time.Second, "the messages rejected and capped", func() bool {
+		r, c := counts()
+		return r >= r0+4 && c >= c0+2 // each pod reads each message
+	})
+	for i, p := range pods {
+		if d := time.Until(p.c.Status().Rate.PausedUntil); d > 5*time.Second {
+			t.Errorf("pod %d paused for %v by a message, want at most its CALL_TIMEOUT (5s)", i, d)
+		}
+	}
+}

@@ -1,0 +1,266 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outbound-go/outbound/observe"
+	"golang.org/x/time/rate"
+)
+
+// Share is one pod's share of a quota that several pods share: a token
+// bucket (golang.org/x/time/rate) whose rate and burst are set from
+// outside as the share changes ([Share.SetRate]), a pause, and the
+// counts of what the pod's requests asked for ([Share.Demand]), for
+// whoever hands out the shares to weigh. It never talks to anyone: a
+// request costs what it costs at scope local.
+//
+// Waiting requests do not each reserve a token ahead (x/time/rate's
+// reservations would keep the old rate for as long as the longest wait
+// after a cut, and repay their debt at the new one): they take turns,
+// first come first served, and only the one whose turn it is reserves
+// the next token and sleeps until it is due. A new rate cancels that one
+// reservation ([Share.SetRate]): it binds every request from the moment
+// it is set, and a token costs one wake-up, not one per waiting request.
+//
+// A Share is safe for concurrent use.
+type Share struct {
+	limit   string // as RATE_LIMIT spells it, for Status
+	scope   string
+	lim     atomic.Pointer[rate.Limiter]  // replaced once, by the first rate
+	paused  atomic.Int64                  // until when, Unix nanoseconds; 0: not paused
+	asked   atomic.Uint64                 // Wait calls since the last Demand
+	waiting atomic.Int64                  // requests waiting for a token now
+	changed atomic.Pointer[chan struct{}] // closed when the rate changes
+	turn    chan struct{}                 // held by the waiting request whose turn it is
+
+	mu      sync.Mutex
+	perSec  float64           // the rate now
+	burst   int               // the burst now
+	held    *rate.Reservation // the token reserved for the request whose turn it is
+	started bool              // the share has had a rate
+}
+
+// NewShare returns a share of the quota limit (as RATE_LIMIT spells it,
+// for Status) at scope, with no rate yet: every request waits or is
+// refused until [Share.SetRate] gives one. The first rate starts with a
+// full bucket, as a local quota does; later ones keep the tokens at hand
+// (up to the new burst).
+func NewShare(limit, scope string) *Share {
+	s := &Share{limit: limit, scope: scope, turn: make(chan struct{}, 1)}
+	s.lim.Store(rate.NewLimiter(0, 0))
+	s.turn <- struct{}{}
+	ch := make(chan struct{})
+	s.changed.Store(&ch)
+	return s
+}
+
+// Wait takes one token, waiting at most maxWait and never past ctx's
+// deadline: nil, or ErrLimited when no token (or no end of a pause) comes
+// in time, or ctx's error when ctx ends first. A token at hand costs no
+// allocation. A request whose token would come after the wait allowed,
+// at the rate now and behind the requests already waiting, is refused at
+// once; with no rate at all (no share yet) it waits for one, up to
+// maxWait.
+func (s *Share) Wait(ctx context.Context, maxWait time.Duration) error {
+	s.asked.Add(1)
+	if err := WaitPause(ctx, &s.paused, maxWait); err != nil {
+		return err
+	}
+	if s.lim.Load().Allow() {
+		return nil
+	}
+	if maxWait <= 0 {
+		return ErrLimited
+	}
+	end := time.Now().Add(maxWait)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
+		end = dl
+	}
+	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
+	return s.wait(ctx, end)
+}
+
+// wait waits for a token until end, in line: the waiting requests take
+// turns (first come, first served), and only the one whose turn it is
+// sleeps until a token is due at the rate now, or until the rate
+// changes. A request refuses at once when the tokens for those ahead of
+// it and its own cannot come in time at the rate now.
+func (s *Share) wait(ctx context.Context, end time.Time) error {
+	now := time.Now()
+	if d := s.until(now, float64(s.waiting.Load())); d != rate.InfDuration && d > end.Sub(now) {
+		return ErrLimited
+	}
+	t := time.NewTimer(end.Sub(now))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return ErrLimited
+	case <-s.turn:
+	}
+	defer func() { s.turn <- struct{}{} }()
+	for {
+		changed := *s.changed.Load()
+		left := time.Until(end)
+		if left <= 0 {
+			return ErrLimited
+		}
+		res, at, err := s.reserve(left)
+		switch {
+		case err != nil:
+			return err
+		case res == nil: // no rate: wait for one
+			if err := sleepOrChange(ctx, left, changed); err != nil {
+				return err
+			}
+			continue
+		case at > 0:
+			if err := sleepOrChange(ctx, at, changed); err != nil {
+				s.unhold(res, true)
+				return err
+			}
+			if !s.unhold(res, false) {
+				continue // the rate changed: SetRate cancelled it
+			}
+		}
+		// A pause may have begun while this request waited.
+		return WaitPause(ctx, &s.paused, time.Until(end))
+	}
+}
+
+// reserve reserves the next token for the request whose turn it is, and
+// holds the reservation until it is due (SetRate cancels it): nil when
+// there is no rate, ErrLimited when the token comes later than left.
+// Holding one token ahead keeps the bucket from filling up while the
+// request wakes: a request that wakes late loses no token.
+func (s *Share) reserve(left time.Duration) (*rate.Reservation, time.Duration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	res := s.lim.Load().ReserveN(now, 1)
+	if !res.OK() {
+		return nil, 0, nil
+	}
+	at := res.DelayFrom(now)
+	if at > left {
+		res.CancelAt(now)
+		return nil, 0, ErrLimited
+	}
+	if at > 0 {
+		s.held = res
+	}
+	return res, at, nil
+}
+
+// unhold lets go of res, cancelling it when cancel is set; it reports
+// whether res was still held (SetRate did not cancel it).
+func (s *Share) unhold(res *rate.Reservation, cancel bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held != res {
+		return false
+	}
+	s.held = nil
+	if cancel {
+		res.Cancel()
+	}
+	return true
+}
+
+// until is how long until n tokens are at hand at the rate now,
+// rate.InfDuration when there is no rate.
+func (s *Share) until(now time.Time, n float64) time.Duration {
+	lim := s.lim.Load()
+	tokens := lim.TokensAt(now)
+	if tokens >= n {
+		return 0
+	}
+	r := float64(lim.Limit())
+	if r <= 0 || lim.Burst() < 1 {
+		return rate.InfDuration
+	}
+	return time.Duration((n - tokens) / r * float64(time.Second))
+}
+
+// sleepOrChange sleeps d, or until changed is closed: nil, or ctx's
+// error when ctx ends first.
+func sleepOrChange(ctx context.Context, d time.Duration, changed <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-changed:
+	case <-t.C:
+	}
+	return nil
+}
+
+// SetRate sets the share's rate (requests per second) and burst, from
+// now on. Tokens at hand above the new burst are dropped; requests
+// waiting for a token look again.
+func (s *Share) SetRate(perSec float64, burst int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if perSec == s.perSec && burst == s.burst {
+		return
+	}
+	now := time.Now()
+	if s.held != nil {
+		// Reserved at the old rate: the request reserves again at the new
+		// one. No token was taken since (the reservation made the tokens
+		// negative until it is due), so it gives back exactly its own.
+		s.held.CancelAt(now)
+		s.held = nil
+	}
+	if !s.started && perSec > 0 && burst > 0 {
+		// The first rate: the bucket starts full, as a local quota's.
+		s.started = true
+		s.lim.Store(rate.NewLimiter(rate.Limit(perSec), burst))
+	}
+	s.perSec, s.burst = perSec, burst
+	lim := s.lim.Load()
+	lim.SetLimitAt(now, rate.Limit(perSec))
+	lim.SetBurstAt(now, burst)
+	next := make(chan struct{})
+	close(*s.changed.Swap(&next))
+}
+
+// Rate returns the share's rate (requests per second) and burst.
+func (s *Share) Rate() (perSec float64, burst int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.perSec, s.burst
+}
+
+// Demand returns the requests that asked for a token since the last
+// Demand (taken, waited for or refused) and those waiting for one now.
+func (s *Share) Demand() (asked uint64, waiting int64) {
+	return s.asked.Swap(0), s.waiting.Load()
+}
+
+// Pause stops every request until until; a shorter pause than the one
+// in force changes nothing.
+func (s *Share) Pause(until time.Time) { Extend(&s.paused, until) }
+
+// PausedUntil is when the pause in force ends; zero when none is.
+func (s *Share) PausedUntil() time.Time {
+	if p := s.paused.Load(); p > time.Now().UnixNano() {
+		return time.Unix(0, p)
+	}
+	return time.Time{}
+}
+
+// Status is the share's state: the quota's limit and scope, the share's
+// rate and burst, the tokens at hand and the pause. Synced is left to
+// the caller.
+func (s *Share) Status() observe.RateStatus {
+	perSec, burst := s.Rate()
+	return observe.RateStatus{Limit: s.limit, Scope: s.scope, Share: perSec, Burst: burst,
+		Tokens: max(0, s.lim.Load().Tokens()), PausedUntil: s.PausedUntil()}
+}
