@@ -154,7 +154,7 @@ func writeForce(ctx context.Context, rdb *redis.Client, base, channel, system st
 // Force forces the breaker of system open or closed for every pod of the
 // fleet that cfg names, until until (at most 24 hours from now), or
 // releases it (state ""; until is ignored), without a registry: what
-// `outbound breaker force-open|force-closed|release` runs. The pods
+// `outbound breaker SYSTEM open|closed|auto` runs without --pod. The pods
 // apply it within one message's delivery, or their next read of the
 // state (Config.ReadInterval); a pod that starts before it ends reads it
 // too. It returns an error naming the system when the arguments are
