@@ -100,6 +100,13 @@ func (u *capacityUpstream) leave() {
 	u.busy--
 }
 
+// size is the number of workers.
+func (u *capacityUpstream) size() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.workers
+}
+
 // resize sets the number of workers, waking waiters if it grew.
 func (u *capacityUpstream) resize(n int) {
 	u.mu.Lock()
@@ -120,14 +127,9 @@ func (u *capacityUpstream) resize(n int) {
 // machine can be several service times, and the limit then settles as
 // far above the capacity (45 for 8 workers); a probe corrects that
 // within seconds (bulkhead's TestLimiterProbeSoon), longer than a test
-// here watches. Two rounds, not more: the limit's first probe comes a
-// second after its first window, and must find the limit already down
-// near the capacity; a probe that starts on a queue deeper than its
-// window takes the queue for the best latency.
+// here watches.
 func warm(c *registry.Client, up *capacityUpstream, callers int) {
-	up.mu.Lock()
-	workers := up.workers
-	up.mu.Unlock()
+	workers := up.size()
 	up.resize(callers)
 	defer up.resize(workers)
 	for range 2 {
@@ -136,6 +138,50 @@ func warm(c *registry.Client, up *capacityUpstream, callers int) {
 			wg.Go(func() { _, _ = getOnce(c) })
 		}
 		wg.Wait()
+	}
+}
+
+// warmPastProbe is warm, then callers calling on, closed-loop, still with
+// a worker each, for 2s and until no probe of the limit runs. The limit's
+// first probe is due a second after its first window, unless a window
+// with no queue (a median within a tenth of the best) has put it off by
+// 10s: either way, by 2s it has come and gone, or it is 10s away, past
+// the test. While a probe runs, the bulkhead admits half the limit: the
+// calls in flight drop from all the callers to half of them. Without
+// this, a warm-up slowed by a loaded machine can leave the first probe
+// due as the test's own load starts: a probe that starts on a queue
+// deeper than its window takes the queue for the best latency, and the
+// limit stops following for seconds (a defect of the limit, reported
+// with the tests that showed it).
+func warmPastProbe(t *testing.T, c *registry.Client, up *capacityUpstream, callers int) {
+	t.Helper()
+	warm(c, up, callers)
+	workers := up.size()
+	up.resize(callers)
+	defer up.resize(workers)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for range callers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, _ = getOnce(c)
+			}
+		})
+	}
+	start := time.Now()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			t.Logf("a probe of the limit still running after the warm-up's 5s")
+			return
+		case <-tick.C:
+		}
+		if time.Since(start) >= 2*time.Second && c.Status().InFlight > int64(callers*3/4) {
+			return
+		}
 	}
 }
 
@@ -349,7 +395,7 @@ func TestAdaptiveLimitFollowsCapacity(t *testing.T) {
 	var atGrow, atShrink, peak int64
 	grewAt, shrankAt := time.Duration(-1), time.Duration(-1)
 	c := reg.MustClient("up")
-	warm(c, up, 64)
+	warmPastProbe(t, c, up, 64)
 	res := drive(t, c, 64, end, func(e time.Duration) {
 		l := c.Status().Limit
 		switch {
