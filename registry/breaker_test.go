@@ -261,13 +261,15 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 		excluded += perRound
 	}
 	// One round whose caller deadline passes so soon that the attempt had
-	// no fair chance: 150ms less the 100ms reserve leaves 50ms, under
-	// minFairAttempt (100ms). Longer cuts count: see
-	// TestBreakerOpensWhenBudgetsCutAHungUpstream.
+	// no fair chance: 190ms less the 100ms reserve leaves 90ms, under
+	// MinFairAttempt (100ms) however late the call starts, and a call has
+	// 90ms to get from its deadline to the budget check before it is
+	// refused there instead (on a loaded machine 50ms was not enough).
+	// Longer cuts count: see TestBreakerOpensWhenBudgetsCutAHungUpstream.
 	waitGateEmpty()
 	chs := make([]<-chan resilResult, perRound)
 	for i := range chs {
-		chs[i] = resilGo(c, "/slow", 150*time.Millisecond)
+		chs[i] = resilGo(c, "/slow", 190*time.Millisecond)
 	}
 	for i, ch := range chs {
 		res := resilRecv(t, ch, resilBound)

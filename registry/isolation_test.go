@@ -64,15 +64,17 @@ func TestIsolationBetweenSystems(t *testing.T) {
 		return lat
 	}
 	// checkB compares beta's latencies in a phase with the baseline, with
-	// a generous factor: a shared pool or lock would cost seconds, not a
-	// few milliseconds.
+	// a generous margin: a pool or lock shared with alpha's parked calls
+	// would hold beta's until the gate opens, after this check (each would
+	// hit its 10s bound), while a loaded machine's scheduler can add tens
+	// of milliseconds to a phase.
 	checkB := func(phase string, base, lat []time.Duration) {
 		t.Helper()
 		mb, ml := resilMedian(base), resilMedian(lat)
-		if limit := 20*mb + 50*time.Millisecond; ml > limit {
+		if limit := 20*mb + 500*time.Millisecond; ml > limit {
 			t.Errorf("%s: beta median latency %v, baseline %v (limit %v)", phase, ml, mb, limit)
 		}
-		if mx := slices.Max(lat); mx > 2*time.Second {
+		if mx := slices.Max(lat); mx > 5*time.Second {
 			t.Errorf("%s: a beta call took %v", phase, mx)
 		}
 		t.Logf("%s: beta median %v (baseline %v), max %v", phase, ml, mb, slices.Max(lat))
@@ -128,8 +130,8 @@ func TestIsolationBetweenSystems(t *testing.T) {
 	if got := srvB.Requests(); got != int64(betaCalls) {
 		t.Errorf("beta's server: %d requests, want %d (beta's calls only)", got, betaCalls)
 	}
-	if got := srvB.Conns(); got != 1 {
-		t.Errorf("beta's server: %d conns for %d sequential calls, want 1", got, betaCalls)
+	if got := srvB.Conns(); got > 1+reusedConns(betaCalls) {
+		t.Errorf("beta's server: %d conns for %d sequential calls, want 1 (%d on a loaded machine)", got, betaCalls, 1+reusedConns(betaCalls))
 	}
 	sa, sb := a.Status(), b.Status()
 	if sb.Breaker != observe.BreakerClosed || sb.BreakerCounts.Failures != 0 || sb.InFlight != 0 ||

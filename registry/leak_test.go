@@ -108,7 +108,7 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 		"LEAK_SLOW_CONNECT_TIMEOUT":       "200ms",
 		"LEAK_SLOW_TLS_HANDSHAKE_TIMEOUT": "250ms",
 		"LEAK_SLOW_READ_TIMEOUT":          "250ms",
-		"LEAK_SLOW_CALL_TIMEOUT":          "1450ms",
+		"LEAK_SLOW_CALL_TIMEOUT":          "5s", // far beyond the read timeout, even on a loaded machine
 		"LEAK_SLOW_RETRIES":               "0",
 		"LEAK_SLOW_MAX_CONCURRENT":        "64",
 		"LEAK_SLOW_BREAKER_MIN_REQUESTS":  "100000",

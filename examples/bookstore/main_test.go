@@ -279,7 +279,9 @@ func TestOrderRejectedWhenBudgetSpent(t *testing.T) {
 		if status != http.StatusGatewayTimeout {
 			t.Errorf("X-Time-Budget %s: %d %v, want 504", budget, status, body)
 		}
-		if el := time.Since(t0); el > 500*time.Millisecond {
+		// At once: the upstreams are never asked (checked below); the
+		// bound only leaves a loaded machine its slack.
+		if el := time.Since(t0); el > 2*time.Second {
 			t.Errorf("X-Time-Budget %s: answered after %v, want at once", budget, el)
 		}
 	}
@@ -291,15 +293,18 @@ func TestOrderRejectedWhenBudgetSpent(t *testing.T) {
 func TestOrderBudgetRunsOutMidCall(t *testing.T) {
 	t.Parallel()
 	inv := inventoryFake(t)
-	pay, _ := paymentsFake(t, authorized(2*time.Second))
+	// The provider takes 10s: an order that waited for it instead of its
+	// 400ms budget would take that long, far beyond the slack a loaded
+	// machine needs.
+	pay, _ := paymentsFake(t, authorized(10*time.Second))
 	s := start(t, inv, pay)
 	t0 := time.Now()
 	status, _, body := s.order(t, "9780441172719", 1, "X-Time-Budget", "400")
 	if status != http.StatusGatewayTimeout || body["error"] != "no_time_left" {
 		t.Errorf("order: %d %v, want 504 no_time_left", status, body)
 	}
-	if el := time.Since(t0); el > 1500*time.Millisecond {
-		t.Errorf("answered after %v, want within the 400ms budget (and some slack)", el)
+	if el := time.Since(t0); el > 5*time.Second {
+		t.Errorf("answered after %v, want within the 400ms budget (and some slack), not the provider's 10s", el)
 	}
 }
 

@@ -30,12 +30,14 @@ func (s *stalled) Close() error {
 	return nil
 }
 
-// A body that stalls after a few bytes is cut after MaxWait, not held.
+// A body that stalls after a few bytes is cut after MaxWait, not held
+// (uncut, it would stall for ever; the bound leaves a loaded machine its
+// slack).
 func TestCloseBoundedInTime(t *testing.T) {
 	b := &stalled{r: strings.NewReader("abc"), closed: make(chan struct{})}
 	start := time.Now()
 	_ = Close(b, -1, nil)
-	if took := time.Since(start); took > 20*MaxWait {
+	if took := time.Since(start); took > 100*MaxWait {
 		t.Fatalf("Close took %v, want about %v", took, MaxWait)
 	}
 	if b.n.Load() < 1 {

@@ -90,8 +90,10 @@ func TestRunDrivesTheFakesAndExplainsWhatHappened(t *testing.T) {
 	done := make(chan int, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// The status page and the probes are checked while the demo runs:
+	// 6s leaves a loaded machine time for them (3s did not, once).
 	go func() {
-		done <- Run(ctx, []string{"--duration", "3s", "--plain", "--status-addr", busy.Addr().String()}, &out, &errb)
+		done <- Run(ctx, []string{"--duration", "6s", "--plain", "--status-addr", busy.Addr().String()}, &out, &errb)
 	}()
 
 	// The status page answers while the demo runs.

