@@ -70,17 +70,22 @@ const (
 // queue keeps the windows from seeing again, a window after probeAfter
 // without a fresh best is a probe: the bulkhead admits half the limit, so
 // the upstream's queue drains, and the lowest latency of that window is
-// the new best (as BBR's ProbeRTT does). The first probe comes probeSoon
-// after the first window, and so does the next after a probe that found a
-// much lower best: a best first measured under a queue is corrected in a
-// few seconds. The limit itself does not change during a probe.
+// the new best (as BBR's ProbeRTT does). A probe measures only the calls
+// admitted after it began: a call admitted before waited in the queue of
+// the full limit, and would make that queue the best. The first probe
+// comes probeSoon after the first window, and so does the next after a
+// probe that moved the best by a tenth or more either way: a best measured
+// under a queue (a cold start, or a capacity that fell as the probe
+// began, so that even half the limit queues) is corrected in a few
+// seconds. The limit itself does not change during a probe.
 type limiter struct {
 	floor, ceiling float64
 	limit          float64 // the estimate, in [floor, ceiling]
 
-	best    time.Duration // lowest latency seen; 0 before the first success
-	probeAt time.Time     // when the next probe starts; zero before the first window
-	probing bool          // the current window is a probe
+	best       time.Duration // lowest latency seen; 0 before the first success
+	probeAt    time.Time     // when the next probe starts; zero before the first window
+	probing    bool          // the current window is a probe
+	probeStart time.Time     // when the current probe began
 
 	w window
 }
@@ -126,6 +131,9 @@ func (l *limiter) enforced() int64 {
 // the end of a window it recomputes the limit and reports that the limit
 // or the probe may have changed (ended true).
 func (l *limiter) observe(now time.Time, latency time.Duration, inFlight int64, failed bool) (ended bool) {
+	if l.probing && now.Add(-latency).Before(l.probeStart) {
+		return false // admitted before the probe: not the probe's to measure
+	}
 	w := &l.w
 	if w.start.IsZero() {
 		w.start = now
@@ -156,7 +164,7 @@ func (l *limiter) endWindow(now time.Time) {
 		l.probing = false
 		l.probeAt = now.Add(probeAfter)
 		if ok > 0 {
-			if float64(w.min) < 0.9*float64(l.best) {
+			if moved := float64(w.min) / float64(l.best); moved < 0.9 || moved > 1.1 {
 				l.probeAt = now.Add(probeSoon)
 			}
 			l.best = w.min
@@ -193,4 +201,5 @@ func (l *limiter) endWindow(now time.Time) {
 		l.probeAt = now.Add(probeSoon)
 	}
 	l.probing = !now.Before(l.probeAt)
+	l.probeStart = now
 }

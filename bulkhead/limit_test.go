@@ -24,6 +24,13 @@ func feed(l *limiter, now *time.Time, n int, lat time.Duration, inFlight int64, 
 	*now = now.Add(step)
 }
 
+// feedProbe is feed for a probe window: its calls were admitted once the
+// probe began, so the first ends lat after it.
+func feedProbe(l *limiter, now *time.Time, n int, lat time.Duration, inFlight int64) {
+	*now = now.Add(lat)
+	feed(l, now, n, lat, inFlight, 0)
+}
+
 // TestLimiterGradient follows the limit window by window, exactly: it
 // holds at the ceiling while latency is the best, shrinks by the gradient
 // (1.25 x best / median, at most by half) plus √limit of headroom, grows
@@ -70,8 +77,9 @@ func TestLimiterGradient(t *testing.T) {
 
 // TestLimiterProbe: a best not seen again for probeAfter starts a probe
 // window at half the limit, whose lowest latency becomes the best, up
-// (the upstream got slower) as well as down; the limit does not move
-// during the probe.
+// (the upstream got slower) as well as down; a probe that moved the best
+// is checked by another probeSoon later; the limit does not move during
+// a probe.
 func TestLimiterProbe(t *testing.T) {
 	l := newLimiter(2, 40)
 	now := time.Unix(0, 0)
@@ -88,22 +96,60 @@ func TestLimiterProbe(t *testing.T) {
 	if want := max(2, lim/2); l.enforced() != want {
 		t.Fatalf("probe admits %d, want %d (half of %d)", l.enforced(), want, lim)
 	}
-	feed(&l, &now, 10, 20*time.Millisecond, lim/2, 0)
+	feedProbe(&l, &now, 10, 20*time.Millisecond, lim/2)
 	if l.probing || l.best != 20*time.Millisecond || l.current() != lim {
 		t.Fatalf("after the probe: probing %v, best %v, limit %d; want false, 20ms, %d", l.probing, l.best, l.current(), lim)
 	}
-	if want := now.Add(probeAfter - minWindow/9 - 1); l.probeAt.Before(want) {
-		t.Fatalf("next probe at %v, want %v after a probe that found a higher best", l.probeAt, probeAfter)
+	if got := l.probeAt.Sub(now); got > probeSoon {
+		t.Fatalf("next probe in %v, want %v after a probe that moved the best", got, probeSoon)
 	}
 	// With the new best, 20ms is no queue: the limit grows again.
 	feed(&l, &now, 10, 20*time.Millisecond, lim, 0)
 	if l.current() <= lim {
 		t.Fatalf("after the probe: limit %d, want it to grow from %d", l.current(), lim)
 	}
+	if got := l.probeAt.Sub(now); got < probeAfter-minWindow {
+		t.Fatalf("next probe in %v, want about %v once a window saw the best again", got, probeAfter)
+	}
 	// A faster upstream lowers the best at once, without a probe.
 	feed(&l, &now, 10, 5*time.Millisecond, l.current(), 0)
 	if l.best != 5*time.Millisecond || l.probing {
 		t.Fatalf("faster upstream: best %v, probing %v; want 5ms, false", l.best, l.probing)
+	}
+}
+
+// TestLimiterProbeMeasuresOnlyCallsAdmittedDuringIt: when the capacity
+// falls as a probe starts, the calls that end first were admitted at the
+// full limit and queued behind it. They must not become the best: the
+// probe waits for calls admitted at half the limit, and a best it moved
+// is checked again soon.
+func TestLimiterProbeMeasuresOnlyCallsAdmittedDuringIt(t *testing.T) {
+	l := newLimiter(1, 64)
+	now := time.Unix(0, 0)
+	feed(&l, &now, 10, 50*time.Millisecond, 64, 0) // best 50ms, no queue
+	for !l.probing {
+		feed(&l, &now, 10, 60*time.Millisecond, 64, 0) // within the tolerance
+	}
+	// Admitted at 64 before the probe, each queued 600ms: a whole
+	// window's worth of calls, 25ms apart.
+	for range 10 {
+		l.observe(now, 600*time.Millisecond, 64, false)
+		now = now.Add(25 * time.Millisecond)
+	}
+	if !l.probing || l.best != 50*time.Millisecond {
+		t.Fatalf("after calls admitted before the probe: probing %v, best %v; want the probe still on and best 50ms", l.probing, l.best)
+	}
+	// Admitted at half the limit, they queue half as long.
+	feedProbe(&l, &now, 10, 300*time.Millisecond, 32)
+	if l.probing || l.best != 300*time.Millisecond {
+		t.Fatalf("after the probe: probing %v, best %v; want false, 300ms", l.probing, l.best)
+	}
+	// The full limit still queues 600ms: the limit comes down, and the
+	// moved best is probed again at once (a window lasts 4 bests, more
+	// than probeSoon).
+	feed(&l, &now, 10, 600*time.Millisecond, 64, 0)
+	if l.current() >= 64 || !l.probing {
+		t.Errorf("after a window at twice the best: limit %d, probing %v; want below 64 and a probe", l.current(), l.probing)
 	}
 }
 
@@ -129,7 +175,7 @@ func TestLimiterProbeSoon(t *testing.T) {
 		if l.probing {
 			gaps = append(gaps, now.Sub(last))
 			best = max(10*time.Millisecond, best/2) // half the limit halves the queue
-			feed(&l, &now, 10, best, l.enforced(), 0)
+			feedProbe(&l, &now, 10, best, l.enforced())
 			last = now
 			if l.best != best {
 				t.Fatalf("probe %d: best %v, want %v", len(gaps), l.best, best)
