@@ -266,21 +266,21 @@ func TestFleetQuotaRedisCommandsFollowPodsAndTicks(t *testing.T) {
 		return n, elapsed
 	}
 	fast, secs := measure(calls/nPods, 0)
-	slow, slowSecs := measure(1000/nPods, secs)
+	slow, slowFor := measure(1000/nPods, secs)
 	// One script per pod per tick (the breaker is at scope local: none of
 	// its own), and a few more for a reconnection on a loaded machine.
 	bound := func(d time.Duration) int { return int(nPods*ticks*(d.Seconds()+0.3)) + 4*nPods }
 	s := secs.Seconds()
 	t.Logf("100,000 calls in %.1fs (%.0f/s): %d commands (%.0f/s, %.1f per pod per tick); 1,000 calls in %.1fs: %d (%.0f/s)",
-		s, calls/s, fast, float64(fast)/s, float64(fast)/s/nPods/ticks, slowSecs.Seconds(), slow, float64(slow)/slowSecs.Seconds())
+		s, calls/s, fast, float64(fast)/s, float64(fast)/s/nPods/ticks, slowFor.Seconds(), slow, float64(slow)/slowFor.Seconds())
 	if fast > bound(secs) {
 		t.Errorf("%d commands for 100,000 calls in %.1fs, want at most %d (pods x ticks)", fast, s, bound(secs))
 	}
-	if slow > bound(slowSecs) {
-		t.Errorf("%d commands for 1,000 calls in %v, want at most %d (pods x ticks)", slow, slowSecs, bound(slowSecs))
+	if slow > bound(slowFor) {
+		t.Errorf("%d commands for 1,000 calls in %v, want at most %d (pods x ticks)", slow, slowFor, bound(slowFor))
 	}
 	// Per second, so that the two runs' lengths do not matter.
-	fast, slow = int(float64(fast)/s), int(float64(slow)/slowSecs.Seconds())
+	fast, slow = int(float64(fast)/s), int(float64(slow)/slowFor.Seconds())
 	if float64(fast) > 1.3*float64(slow)+float64(2*nPods) {
 		t.Errorf("100,000 calls cost %d commands a second, 1,000 cost %d: the cost follows the calls", fast, slow)
 	}
