@@ -188,20 +188,79 @@ func (s *Server) Do(words ...string) (string, error) {
 // or since the last CONFIG RESETSTAT, from INFO commandstats, keyed by
 // lower-case command name ("evalsha", "publish").
 func (s *Server) CommandCalls() (map[string]int, error) {
+	stats, err := s.CommandStats()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(stats))
+	for name, st := range stats {
+		out[name] = st.Calls
+	}
+	return out, nil
+}
+
+// CommandStat is one command's line of INFO commandstats: its calls and
+// the CPU time Redis spent running them, in microseconds (for a script:
+// everything the script ran).
+type CommandStat struct {
+	Calls int
+	Usec  int64
+}
+
+// CommandStats returns INFO commandstats since the server started or
+// since the last CONFIG RESETSTAT, keyed by lower-case command name.
+func (s *Server) CommandStats() (map[string]CommandStat, error) {
 	info, err := s.Do("INFO", "commandstats")
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int{}
+	return ParseCommandStats(info), nil
+}
+
+// ParseCommandStats reads the text of INFO commandstats
+// (cmdstat_evalsha:calls=12,usec=340,...).
+func ParseCommandStats(info string) map[string]CommandStat {
+	out := map[string]CommandStat{}
 	for line := range strings.Lines(info) {
-		// cmdstat_evalsha:calls=12,usec=...
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok || !strings.HasPrefix(name, "cmdstat_") {
 			continue
 		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-		n, _ := strconv.Atoi(calls)
-		out[strings.TrimPrefix(name, "cmdstat_")] = n
+		var st CommandStat
+		for field := range strings.SplitSeq(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			switch k {
+			case "calls":
+				st.Calls, _ = strconv.Atoi(v)
+			case "usec":
+				st.Usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = st
 	}
-	return out, nil
+	return out
+}
+
+// CPU returns the CPU time the server's process has used since it
+// started (INFO cpu: used_cpu_user + used_cpu_sys), which counts what
+// INFO commandstats does not: reading and writing the sockets.
+func (s *Server) CPU() (time.Duration, error) {
+	info, err := s.Do("INFO", "cpu")
+	if err != nil {
+		return 0, err
+	}
+	return ParseCPU(info), nil
+}
+
+// ParseCPU reads used_cpu_user and used_cpu_sys from the text of INFO cpu.
+func ParseCPU(info string) time.Duration {
+	var secs float64
+	for line := range strings.Lines(info) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			f, _ := strconv.ParseFloat(v, 64)
+			secs += f
+		}
+	}
+	return time.Duration(secs * float64(time.Second))
 }
