@@ -203,3 +203,19 @@ func TestForcedFromRedisIsInput(t *testing.T) {
 		}
 	}
 }
+
+// TestOverrideWithoutItsMessageIsReadWhileAQuotaSyncs: a pod whose
+// systems at scope fleet have a quota too talks to Redis on every tick
+// for the quota's sake; it must still read the breaker's state and the
+// operator's override back every Config.ReadInterval, or an override
+// whose message was lost would never reach it.
+func TestOverrideWithoutItsMessageIsReadWhileAQuotaSyncs(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	pods := startPods(t, 3, srv, "forcequota", "fleet", up.URL, quotaEnv("100/s", nil))
+	f := newForeign(srv, "forcequota")
+	f.do(t, "SET", f.base+":force", "open", "PX", "60000") // no message
+	d := everyPod(t, pods, 2*time.Second, "the override read on every pod", func(p *pod) bool { return forcedOn(p, observe.BreakerOpen) })
+	t.Logf("an override written without its message: read by every pod %v later (ReadInterval 1s)", d)
+}

@@ -15,14 +15,15 @@ import (
 // loop is the fleet's one talker to Redis: at most one pipelined round
 // trip per tick (FlushInterval) or wake, each bounded by Timeout. In sync,
 // a round trip carries every system's counts that changed, trips, probe
-// results and lease requests, and reads the state back; when nothing
-// changed for ReadInterval it reads the state alone. Degraded, it tries a
-// read every tick until Redis answers.
+// results and lease requests, and reads the state back; every
+// ReadInterval it reads the state of every system, whatever else the
+// round trips carried (a quota's grant every tick reads no breaker's
+// state). Degraded, it tries a read every tick until Redis answers.
 func (f *Fleet) loop(ctx context.Context) {
 	defer f.done.Done()
 	tick := time.NewTicker(f.cfg.FlushInterval)
 	defer tick.Stop()
-	var last time.Time // of the last round trip that succeeded
+	var lastRead time.Time // of the last round trip that read every state
 	for {
 		select {
 		case <-ctx.Done():
@@ -30,9 +31,9 @@ func (f *Fleet) loop(ctx context.Context) {
 		case <-tick.C:
 		case <-f.wakeCh:
 		}
-		read := f.readSoon.Swap(false) || !f.synced.Load() || time.Since(last) >= f.cfg.ReadInterval
-		if f.step(ctx, read) {
-			last = time.Now()
+		read := f.readSoon.Swap(false) || !f.synced.Load() || time.Since(lastRead) >= f.cfg.ReadInterval
+		if f.step(ctx, read) && read {
+			lastRead = time.Now()
 		}
 		f.showAll() // what the round trip read, or the open time passing
 		f.remind()
