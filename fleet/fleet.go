@@ -64,7 +64,7 @@ type Fleet struct {
 	cfg     Config
 	log     *slog.Logger // nil: silent
 	url     string       // RedisURL redacted
-	rdb     *redis.Client
+	rdb     redis.UniversalClient // a *redis.Client, or a *redis.ClusterClient
 	ps      *redis.PubSub
 	channel string
 	prefix  string // of the keys of no system: outbound:fleet:<namespace>
@@ -109,7 +109,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.remindEvery <= 0 {
 		cfg.remindEvery = remindEvery
 	}
-	opt, err := clientOptions(&cfg)
+	rdb, err := newClient(&cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		url:      redact.BaseURL(cfg.RedisURL),
-		rdb:      redis.NewClient(opt),
+		rdb:      rdb,
 		channel:  channelOf(cfg.Namespace),
 		prefix:   "outbound:fleet:" + cfg.Namespace,
 		holder:   hex.EncodeToString(id[:]),
