@@ -62,8 +62,8 @@ type Config struct {
 // it. A Fleet is safe for concurrent use; Close stops both goroutines.
 type Fleet struct {
 	cfg     Config
-	log     *slog.Logger // nil: silent
-	url     string       // RedisURL redacted
+	log     *slog.Logger          // nil: silent
+	url     string                // RedisURL redacted
 	rdb     redis.UniversalClient // a *redis.Client, or a *redis.ClusterClient
 	ps      *redis.PubSub
 	channel string
