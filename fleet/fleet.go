@@ -65,6 +65,7 @@ type Fleet struct {
 	log     *slog.Logger          // nil: silent
 	url     string                // RedisURL redacted
 	rdb     redis.UniversalClient // a *redis.Client, or a *redis.ClusterClient
+	batch   *redis.Script         // the batch script for rdb (batch.go)
 	ps      *redis.PubSub
 	channel string
 	prefix  string // of the keys of no system: outbound:fleet:<namespace>
@@ -120,6 +121,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 		log:      cfg.Logger,
 		url:      redact.BaseURL(cfg.RedisURL),
 		rdb:      rdb,
+		batch:    batchScript,
 		channel:  channelOf(cfg.Namespace),
 		prefix:   "outbound:fleet:" + cfg.Namespace,
 		holder:   hex.EncodeToString(id[:]),
@@ -127,6 +129,9 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 		circuits: map[string]*circuit{},
 		quotas:   map[string]*quota{},
 		since:    time.Now(),
+	}
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		f.batch = clusterBatchScript
 	}
 	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -209,11 +214,13 @@ func (f *Fleet) release() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.Timeout)
 	defer cancel()
-	pipe := f.rdb.Pipeline()
+	var ops []*op
 	for _, q := range quotas {
-		pipe.HDel(ctx, q.base+":quota", f.holder)
+		ops = append(ops, &op{name: "leave", keys: []string{q.base + ":quota"}, args: []any{f.holder}, done: func([]int64, error) {}})
 		q.closeQuota()
 	}
+	pipe := f.rdb.Pipeline()
+	f.send(ctx, pipe, ops)
 	pipe.Exec(ctx) // a Redis that does not answer lets the share expire
 }
 

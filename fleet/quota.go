@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/ratelimit"
 	"github.com/outbound-go/outbound/observe"
@@ -19,7 +17,7 @@ import (
 // registry's Quota for that system. Requests spend from a local token
 // bucket (ratelimit.Share) and never talk to Redis; the fleet's loop
 // sets the bucket's rate and burst from the share Redis grants each tick
-// (quotaScript), or from limit / pods last seen when Redis does not
+// (quotaOp), or from limit / pods last seen when Redis does not
 // answer. A quota is safe for concurrent use.
 type quota struct {
 	f     *Fleet
@@ -110,10 +108,11 @@ func (q *quota) join() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), q.f.cfg.Timeout)
 	defer cancel()
-	cmd := quotaScript.Run(ctx, q.f.rdb, q.keys(), q.args(now)...)
-	if !q.granted(cmd, now, time.Now()) {
-		q.missed(now)
-	}
+	q.f.runOps(ctx, &op{name: "quota", keys: q.keys(), args: q.args(now), done: func(r []int64, err error) {
+		if !q.granted(r, err, now, time.Now()) {
+			q.missed(now)
+		}
+	}})
 	q.settle(time.Now())
 }
 
@@ -142,16 +141,18 @@ func (q *quota) args(now time.Time) []any {
 	return []any{q.f.holder, q.limit, want, ack, most, q.life.Milliseconds(), q.bound.Milliseconds(), q.limit / int64(q.pods)}
 }
 
-// granted applies a reply of quotaScript to the round trip sent at sent:
-// {grant, live pods, pause ms, rejected, capped, lost}. It reports false
-// when there is no reply, or one that no script could have sent
-// (counted).
-func (q *quota) granted(cmd *redis.Cmd, sent, now time.Time) bool {
-	if cmd.Err() != nil {
+// granted applies a reply of quotaOp to the round trip sent at sent:
+// {grant, live pods, pause ms, rejected, capped, lost}, or its absence
+// (err). It reports false when there is no reply, or one that no op
+// could have sent (counted).
+func (q *quota) granted(r []int64, err error, sent, now time.Time) bool {
+	if errors.Is(err, errShape) {
+		q.f.rejected.Add(1)
+	}
+	if err != nil {
 		return false
 	}
-	r, err := cmd.Int64Slice()
-	if err != nil || len(r) != 6 || r[3] < 0 || r[4] < 0 {
+	if len(r) != 6 || r[3] < 0 || r[4] < 0 {
 		q.f.rejected.Add(1)
 		return false
 	}

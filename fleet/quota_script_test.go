@@ -9,7 +9,7 @@ import (
 	"github.com/outbound-go/outbound/fleet/redistest"
 )
 
-// grantsOn runs quotaScript on srv for pods of a quota of limit (in
+// grantsOn runs the quota's op on srv for pods of a quota of limit (in
 // micro-requests per second, as the pods write it).
 type grantsOn struct {
 	t     *testing.T
@@ -28,10 +28,14 @@ func newGrants(t *testing.T, limit int64) grantsOn {
 // returns the grant and the live pods.
 func (g grantsOn) ask(pod string, want, ack int64) (grant, pods int64) {
 	g.t.Helper()
-	r, err := quotaScript.Run(context.Background(), g.rdb, []string{"q", "p"},
-		pod, g.limit, want, ack, g.limit, 1100, 5000, g.limit).Int64Slice()
+	argv := []any{"quota", 2, 8, pod, g.limit, want, ack, g.limit, 1100, 5000, g.limit}
+	rs, err := batchScript.Run(context.Background(), g.rdb, []string{"q", "p"}, argv...).Slice()
+	var r []int64
+	if err == nil && len(rs) == 1 {
+		r, _ = int64s(rs[0])
+	}
 	if err != nil || len(r) != 6 {
-		g.t.Fatalf("quotaScript: %v %v", r, err)
+		g.t.Fatalf("quota op: %v %v", rs, err)
 	}
 	return r[0], r[1]
 }

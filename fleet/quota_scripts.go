@@ -1,7 +1,5 @@
 package fleet
 
-import "github.com/redis/go-redis/v9"
-
 // The fleet's quota of one system lives in the hash <base>:quota, one
 // field per pod (its holder name), whose value is "d g a e": the rate
 // the pod wanted (d), the rate granted to it (g), the rate it said it
@@ -21,7 +19,7 @@ import "github.com/redis/go-redis/v9"
 // deleted (rejected), one past the calling pod's longest pause is cut to
 // it (capped).
 
-// quotaScript records what this pod wants and grants it its share
+// quotaOp records what this pod wants and grants it its share
 // (KEYS: quota hash, pause key; ARGV: holder, limit, demand, ack, cap,
 // life ms, longest pause ms, lost cap). The share is this pod's max-min
 // fair share of the limit over the demands of the live pods (each pod
@@ -33,7 +31,7 @@ import "github.com/redis/go-redis/v9"
 // see may still send at their shares, so it takes at most lost cap
 // (limit / pods last seen), and says so. It returns {grant, live pods,
 // pause ms left, rejected, capped, lost (0 or 1)}.
-var quotaScript = redis.NewScript(numbers + `
+const quotaOp = counts + `
 local holder, L, d, a, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local life, bound = tonumber(ARGV[6]), tonumber(ARGV[7])
 local lost = 0
@@ -99,14 +97,14 @@ elseif pause < 0 then
   pause = 0
 end
 return {g, n, pause, rejected, capped, lost}
-`)
+`
 
-// pauseScript pauses the system for every pod (KEYS: pause key; ARGV:
+// pauseOp pauses the system for every pod (KEYS: pause key; ARGV:
 // channel, system, ms): it sets the pause key for ms unless a longer
 // pause is in force, and then publishes "<system> pause <ms>". A burst
 // of 429s, from one pod or many, is one message. It returns {ms of the
 // pause in force, rejected}.
-var pauseScript = redis.NewScript(`
+const pauseOp = `
 local ms = tonumber(ARGV[3])
 local rejected = 0
 local left = redis.call('PTTL', KEYS[1])
@@ -120,4 +118,12 @@ if left < ms then
   left = ms
 end
 return {left, rejected}
-`)
+`
+
+// leaveOp gives this pod's share back (KEYS: quota hash; ARGV: holder),
+// when its fleet closes. It returns {}.
+const leaveOp = `
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'hash' then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return {}
+`

@@ -37,19 +37,20 @@ import (
 // Numbers are written with string.format('%d'): Lua's own tostring writes
 // 1e+15 from 10^15.
 //
-// Every script returns {v, s, ms left open (negative: half-open),
-// rejected, capped, ...}: the state after it ran, the values it found
-// malformed and the open times it cut, then its own values. Its ARGV
-// begin with the same four: base, channel, system, open ms.
+// Each of these is an op of the batch script (batch.go): a function of
+// its own KEYS and ARGV. Every op of a breaker returns {v, s, ms left
+// open (negative: half-open), rejected, capped, ...}: the state after it
+// ran, the values it found malformed and the open times it cut, then its
+// own values. Its ARGV begin with the same four: base, channel, system,
+// open ms.
 
-// numbers reads Redis's clock (now, in ms) and defines how every script
-// reads a number it did not write (int: an integer in [0, hi], or nil)
-// and writes one (fmt), and the counts of what it rejected and capped.
-const numbers = `
+// clock reads Redis's clock (now, in ms), once per batch, and defines
+// how every op reads a number it did not write (int: an integer in
+// [0, hi], or nil) and writes one (fmt).
+const clock = `
 local M = 9007199254740991
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local rejected, capped = 0, 0
 local function int(x, hi)
   if type(x) ~= 'string' and type(x) ~= 'number' then return nil end
   local n = tonumber(x)
@@ -59,9 +60,14 @@ end
 local function fmt(n) return string.format('%d', n) end
 `
 
-// head reads the clock and the state, and defines how a change is
-// written and published.
-const head = numbers + `
+// counts starts the counts of what an op rejected and capped.
+const counts = `
+local rejected, capped = 0, 0
+`
+
+// head reads the state, and defines how a change is written and
+// published.
+const head = counts + `
 local base, channel, system, open = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local function garbage(key)
   redis.call('DEL', key)
@@ -102,7 +108,7 @@ local function reply(...)
 end
 `
 
-// syncScript adds a pod's counts to the window of the closed state (ARGV
+// syncOp adds a pod's counts to the window of the closed state (ARGV
 // after the four: requests, failures, bucket ms, buckets, min requests,
 // failure ratio), drops buckets older than the window, and trips the
 // state open when the fleet's totals break the rule. It returns the
@@ -112,7 +118,7 @@ end
 // its counts, so a window nobody writes to expires. An override that is
 // not "open" or "closed", or a key of another type, is garbage; one with
 // no expiry or past maxForce is cut to maxForce.
-var syncScript = redis.NewScript(head + `
+var syncOp = head + `
 local R, F = 0, 0
 if s == 0 then
   local win = base .. ':win:' .. fmt(v)
@@ -174,27 +180,27 @@ elseif fk ~= 'none' then
   garbage(KEYS[2])
 end
 return reply(R, F, fs, fms)
-`)
+`
 
 // maxForceMS is maxForce in ms, as the scripts write it.
 var maxForceMS = strconv.FormatInt(maxForce.Milliseconds(), 10)
 
-// tripScript opens the closed state of version ARGV[5]: a pod's own
+// tripOp opens the closed state of version ARGV[5]: a pod's own
 // breaker tripped. A stale version changes nothing.
-var tripScript = redis.NewScript(head + `
+const tripOp = head + `
 local ver = int(ARGV[5], M)
 if ver and v == ver and s == 0 then
   set(after(), 1, now + open)
 end
 return reply()
-`)
+`
 
-// probeScript records the result of a half-open probe of the open state
+// probeOp records the result of a half-open probe of the open state
 // of version ARGV[5] (then: 1 success or 0 failure, probes): a failure
 // opens again, the last of HALF_OPEN_PROBES successes closes. A stale
 // version, or a state still open, changes nothing: a writer that missed a
 // change can never undo it.
-var probeScript = redis.NewScript(head + `
+const probeOp = head + `
 local ver = int(ARGV[5], M)
 if ver and v == ver and s == 1 and now >= u then
   if ARGV[6] == '1' then
@@ -212,12 +218,12 @@ if ver and v == ver and s == 1 and now >= u then
   end
 end
 return reply()
-`)
+`
 
-// leaseScript takes one probe lease of the half-open state of version
+// leaseOp takes one probe lease of the half-open state of version
 // ARGV[5] (then: probes, lease ms, holder). It returns the lease number,
 // or 0.
-var leaseScript = redis.NewScript(head + `
+const leaseOp = head + `
 local ver, lease = int(ARGV[5], M), tonumber(ARGV[7])
 if ver and v == ver and s == 1 and now >= u then
   for i = 1, tonumber(ARGV[6]) do
@@ -233,13 +239,13 @@ if ver and v == ver and s == 1 and now >= u then
   end
 end
 return reply(0)
-`)
+`
 
-// restoreScript writes back a state Redis lost (ARGV[5..7]: version, s,
+// restoreOp writes back a state Redis lost (ARGV[5..7]: version, s,
 // ms left): it applies only when Redis holds an older version, as after a
 // restart that came back empty, and only a state the pods accept (a
 // version in range, open at most BREAKER_OPEN_TIMEOUT).
-var restoreScript = redis.NewScript(head + `
+const restoreOp = head + `
 local ver, ns, ms = int(ARGV[5], M), int(ARGV[6], 1), int(ARGV[7], open)
 if not (ver and ns and ms) then
   rejected = rejected + 1
@@ -249,7 +255,7 @@ elseif v < ver then
   set(ver, ns, nu)
 end
 return reply()
-`)
+`
 
 // forceScript writes an operator's override (KEYS[1]; ARGV: channel,
 // system, state, ms): "open" or "closed" for ms, or, state "", none; and
@@ -282,9 +288,6 @@ local e = need('to write its keys (SET)', 'SET', KEYS[1], '1', 'PX', ARGV[3])
 if e then return e end
 return 1
 `)
-
-var scripts = []*redis.Script{syncScript, tripScript, probeScript, leaseScript, restoreScript, checkScript,
-	quotaScript, pauseScript, forceScript}
 
 // maxVersion is the largest version a pod accepts, and the largest Redis
 // holds: versions are Lua numbers in Redis, doubles, exact below 2^53.
