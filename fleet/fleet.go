@@ -216,7 +216,7 @@ func (f *Fleet) release() {
 	defer cancel()
 	var ops []*op
 	for _, q := range quotas {
-		ops = append(ops, &op{name: "leave", keys: []string{q.base + ":quota"}, args: []any{f.holder}, done: func([]int64, error) {}})
+		ops = append(ops, &op{name: "leave", keys: []string{q.base + ":quota"}, args: []any{f.holder, q.limit}, done: func([]int64, error) {}})
 		q.closeQuota()
 	}
 	pipe := f.rdb.Pipeline()

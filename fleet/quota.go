@@ -138,7 +138,8 @@ func (q *quota) args(now time.Time) []any {
 	if now.Before(q.resyncEnd) {
 		most = q.limit / int64(q.pods)
 	}
-	return []any{q.f.holder, q.limit, want, ack, most, q.life.Milliseconds(), q.bound.Milliseconds(), q.limit / int64(q.pods)}
+	return []any{q.f.holder, q.limit, want, ack, most, q.life.Milliseconds(), q.bound.Milliseconds(), q.limit / int64(q.pods),
+		q.f.cfg.FlushInterval.Milliseconds()}
 }
 
 // granted applies a reply of quotaOp to the round trip sent at sent:
