@@ -20,14 +20,14 @@ import (
 // Probe leases of the open state of version v are <base>:probe:<v>:<i>,
 // i in 1..HALF_OPEN_PROBES, taken with SET NX PX.
 //
-// Other clients can write under the namespace too, so every script reads
+// Other clients can write under the namespace too, so every op reads
 // these keys as input (head and the window's loop):
 //   - a version is an integer in [0, maxVersion] (Lua numbers are doubles,
 //     exact below 2^53); the change after maxVersion is version 1;
 //   - s is 0 or 1, u an integer ms; an open time past now + the calling
 //     pod's BREAKER_OPEN_TIMEOUT is cut to it, in Redis too;
-//   - a state that breaks these rules, or a key of the wrong type, is
-//     garbage: deleted, and read as no state at all (closed, version 0),
+//   - a state that breaks these rules, or a key of the wrong type (its
+//     read fails, in redis.pcall), is garbage: deleted, and read as no state at all (closed, version 0),
 //     which the pods then write over;
 //   - a window field that is not r<bucket> or f<bucket> with a count, a
 //     bucket in the future, or more failures than requests, is deleted;
@@ -74,13 +74,14 @@ local function garbage(key)
   rejected = rejected + 1
 end
 local v, s, u = 0, 0, 0
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind == 'hash' then
-  local st = redis.call('HMGET', KEYS[1], 'v', 's', 'u')
-  local nv, ns, nu = int(st[1], M), int(st[2], 1), int(st[3], M)
-  if nv and ns and nu then v, s, u = nv, ns, nu else garbage(KEYS[1]) end
-elseif kind ~= 'none' then
+local st = redis.pcall('HGETALL', KEYS[1])
+if st.err then
   garbage(KEYS[1])
+elseif #st > 0 then
+  local h = {}
+  for i = 1, #st, 2 do h[st[i]] = st[i + 1] end
+  local nv, ns, nu = int(h.v, M), int(h.s, 1), int(h.u, M)
+  if nv and ns and nu then v, s, u = nv, ns, nu else garbage(KEYS[1]) end
 end
 if s == 1 and u > now + open then
   u = now + open
@@ -125,9 +126,11 @@ if s == 0 then
   local req, fail = tonumber(ARGV[5]), tonumber(ARGV[6])
   local bms, n = tonumber(ARGV[7]), tonumber(ARGV[8])
   local b = math.floor(now / bms)
-  local wk = redis.call('TYPE', win)['ok']
-  if wk ~= 'hash' and wk ~= 'none' then garbage(win) end
-  local all = redis.call('HGETALL', win)
+  local all = redis.pcall('HGETALL', win)
+  if all.err then
+    garbage(win)
+    all = {}
+  end
   local r, f = {}, {}
   for i = 1, #all, 2 do
     local k, x = all[i], int(all[i + 1], M)
@@ -164,9 +167,10 @@ if s == 0 then
   end
 end
 local fs, fms = 0, 0
-local fk = redis.call('TYPE', KEYS[2])['ok']
-if fk == 'string' then
-  local val = redis.call('GET', KEYS[2])
+local val = redis.pcall('GET', KEYS[2])
+if type(val) == 'table' then
+  garbage(KEYS[2])
+elseif val then
   if val == 'open' then fs = 1 elseif val == 'closed' then fs = 2 else garbage(KEYS[2]) end
   if fs > 0 then
     fms = redis.call('PTTL', KEYS[2])
@@ -176,8 +180,6 @@ if fk == 'string' then
       capped = capped + 1
     end
   end
-elseif fk ~= 'none' then
-  garbage(KEYS[2])
 end
 return reply(R, F, fs, fms)
 `
