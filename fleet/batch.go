@@ -10,31 +10,36 @@ import (
 
 // A round trip carries one script call per Redis master, whatever the
 // number of systems: the batch script runs, in order, the ops of every
-// system whose keys that master holds (one Redis: every system). Its KEYS
-// are the ops' keys, one after the other; its ARGV, for each op, its
-// name, its number of keys and of arguments, then its arguments. It
-// returns one reply per op, in order. On Redis Cluster the keys of
-// different systems lie in different slots: clusterBatchScript declares
-// allow-cross-slot-keys (Redis 7.0 or later), and the fleet sends each
-// master the ops of the systems whose slots it holds; the keys of one
+// system whose keys that master holds (one Redis: every system). Its
+// ARGV hold, for each op, its name, its number of keys and of arguments,
+// its keys, then its arguments; it returns one reply per op, in order.
+//
+// On a single Redis the script declares every key in KEYS. On Redis
+// Cluster the keys of different systems lie in different slots, and a
+// script's declared keys must share one (CROSSSLOT): it declares the
+// keys of its first op alone, which route the call to the master of that
+// slot, and finds the others in ARGV. clusterBatchScript declares
+// allow-cross-slot-keys (Redis 7.0 or later), which lets a script touch
+// keys of other slots that the same master holds; the fleet sends each
+// master the ops of the systems whose slots it holds. The keys of one
 // system share one slot (keyBase's hash tag), so an op may touch the keys
 // it builds from its own.
 
 // opBodies are the ops of the batch script by name.
 var opBodies = []struct{ name, body string }{
 	{"sync", syncOp}, {"trip", tripOp}, {"probe", probeOp}, {"lease", leaseOp}, {"restore", restoreOp},
-	{"quota", quotaOp}, {"pause", pauseOp}, {"leave", leaveOp},
+	{"quota", quotaOp}, {"pause", pauseOp}, {"leave", leaveOp}, {"presence", presenceOp}, {"depart", departOp},
 }
 
 // dispatch runs the ops of ARGV in order.
 const dispatch = `
-local out, k, a = {}, 1, 1
+local out, a = {}, 1
 while a <= #ARGV do
   local name, nk, na = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local keys, argv = {}, {}
-  for j = 1, nk do keys[j] = KEYS[k + j - 1] end
-  for j = 1, na do argv[j] = ARGV[a + 2 + j] end
-  k, a = k + nk, a + 3 + na
+  for j = 1, nk do keys[j] = ARGV[a + 2 + j] end
+  for j = 1, na do argv[j] = ARGV[a + 2 + nk + j] end
+  a = a + 3 + nk + na
   out[#out + 1] = ops[name](keys, argv)
 end
 return out
@@ -98,19 +103,25 @@ func (f *Fleet) send(ctx context.Context, pipe redis.Pipeliner, ops []*op) []*ba
 		b.ops = append(b.ops, o)
 	}
 	for _, b := range out {
-		keys, argv := b.args()
+		keys, argv := b.args(f.batch == clusterBatchScript)
 		b.cmd = f.batch.EvalSha(ctx, pipe, keys, argv...)
 	}
 	return out
 }
 
-// args are the batch script's KEYS and ARGV for b's ops.
-func (b *batch) args() ([]string, []any) {
+// args are the batch script's KEYS and ARGV for b's ops: KEYS every key,
+// or on a cluster the first op's alone.
+func (b *batch) args(cluster bool) ([]string, []any) {
 	var keys []string
 	var argv []any
-	for _, o := range b.ops {
-		keys = append(keys, o.keys...)
+	for i, o := range b.ops {
+		if !cluster || i == 0 {
+			keys = append(keys, o.keys...)
+		}
 		argv = append(argv, o.name, len(o.keys), len(o.args))
+		for _, k := range o.keys {
+			argv = append(argv, k)
+		}
 		argv = append(argv, o.args...)
 	}
 	return keys, argv
@@ -180,7 +191,7 @@ func int64s(v any) ([]int64, bool) {
 // them on one master.
 func (f *Fleet) runOps(ctx context.Context, ops ...*op) error {
 	b := &batch{ops: ops}
-	keys, argv := b.args()
+	keys, argv := b.args(f.batch == clusterBatchScript)
 	b.cmd = f.batch.Run(ctx, f.rdb, keys, argv...)
 	return b.settle()
 }

@@ -184,25 +184,16 @@ func clusterQuota(t *testing.T, cl *redistest.Cluster) {
 		bases[name] = ups[name].URL
 	}
 	pods := startMultiPods(t, 10, cl, "cquota", bases, clusterQuotaEnv)
-	waitFor(t, 5*time.Second, "the pods share each limit evenly", func() bool {
-		for _, name := range names {
-			sum := 0.0
-			for _, p := range pods {
-				sum += p.clients[name].Status().Rate.Share
-			}
-			if sum < 199.99 {
-				return false
-			}
-		}
-		return true
-	})
+	for _, name := range names {
+		settle(t, podsOf(pods, name), 200)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var served atomic.Int64
 	start := time.Now()
-	for _, p := range pods {
-		for _, c := range p.clients {
-			drive(ctx, &wg, &pod{c: c}, 8, 0, &served)
+	for _, name := range names {
+		for _, p := range podsOf(pods, name) {
+			drive(ctx, &wg, p, 8, 0, &served)
 		}
 	}
 	time.Sleep(5 * time.Second)
@@ -225,6 +216,15 @@ func clusterQuota(t *testing.T, cl *redistest.Cluster) {
 		}
 	}
 	everyMasterRanScripts(t, cl)
+}
+
+// podsOf is the pods' clients of system name, as pods of one system.
+func podsOf(pods []*multiPod, name string) []*pod {
+	var out []*pod
+	for _, p := range pods {
+		out = append(out, &pod{reg: p.reg, fleet: p.fleet, c: p.clients[name]})
+	}
+	return out
 }
 
 // clusterQuotaEnv is the settings of the cluster's quota tests: 200/s,
@@ -262,9 +262,9 @@ func clusterPause(t *testing.T, cl *redistest.Cluster) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var served atomic.Int64
-	for _, p := range pods {
-		for _, c := range p.clients {
-			drive(ctx, &wg, &pod{c: c}, 4, 0, &served)
+	for _, name := range names {
+		for _, p := range podsOf(pods, name) {
+			drive(ctx, &wg, p, 4, 0, &served)
 		}
 	}
 	time.Sleep(time.Second)

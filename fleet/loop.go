@@ -12,16 +12,18 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// loop is the fleet's one talker to Redis: at most one pipelined round
-// trip per tick (FlushInterval) or wake, each bounded by Timeout. In sync,
-// a round trip carries every system's counts that changed, trips, probe
-// results and lease requests, and reads the state back; every
-// ReadInterval it reads the state of every system, whatever else the
-// round trips carried (a quota's grant every tick reads no breaker's
-// state). Degraded, it tries a read every tick until Redis answers.
+// loop is the fleet's one talker to Redis: at most one round trip per
+// tick (pace.go: FlushInterval, longer with more pods) or wake, each
+// bounded by Timeout. In sync, a round trip carries every system's
+// counts that changed, trips, probe results and lease requests, and
+// reads the state back, and the quotas that have something to say; every
+// readEvery it reads the state of every system, whatever else the round
+// trips carried (a quota's grant reads no breaker's state). Degraded, it
+// tries a read every tick until Redis answers.
 func (f *Fleet) loop(ctx context.Context) {
 	defer f.done.Done()
-	tick := time.NewTicker(f.cfg.FlushInterval)
+	cur := f.tick()
+	tick := time.NewTicker(cur)
 	defer tick.Stop()
 	var lastRead time.Time // of the last round trip that read every state
 	for {
@@ -31,9 +33,13 @@ func (f *Fleet) loop(ctx context.Context) {
 		case <-tick.C:
 		case <-f.wakeCh:
 		}
-		read := f.readSoon.Swap(false) || !f.synced.Load() || time.Since(lastRead) >= f.cfg.ReadInterval
+		read := f.readSoon.Swap(false) || !f.synced.Load() || time.Since(lastRead) >= f.readEvery()
 		if f.step(ctx, read) && read {
 			lastRead = time.Now()
+		}
+		if t := f.tick(); t != cur {
+			tick.Reset(t)
+			cur = t
 		}
 		f.showAll() // what the round trip read, or the open time passing
 		f.remind()
@@ -61,6 +67,9 @@ func (f *Fleet) step(ctx context.Context, read bool) bool {
 	}
 	synced := f.synced.Load()
 	rt := &roundTrip{f: f, sent: time.Now()}
+	if rt.sent.Sub(f.presentAt) >= f.cfg.ReadInterval {
+		rt.presence()
+	}
 	for _, c := range circuits {
 		rt.circuit(c, synced, read)
 	}
@@ -113,15 +122,18 @@ func (rt *roundTrip) circuit(c *circuit, synced, read bool) {
 	}
 }
 
-// quota adds q's op: what this pod wants, for its share, and a pause its
-// upstream asked for that Redis does not have yet.
+// quota adds q's op when it has something to say (quota.due): what this
+// pod wants, for its share; and a pause its upstream asked for that Redis
+// does not have yet.
 func (rt *roundTrip) quota(q *quota) {
 	now := time.Now()
-	rt.ops = append(rt.ops, &op{name: "quota", keys: q.keys(), args: q.args(now), done: func(r []int64, err error) {
-		if !q.granted(r, err, rt.sent, rt.now) {
-			q.missed(rt.sent)
-		}
-	}})
+	if want, ack := q.ask(now); q.due(now, want, ack) {
+		rt.ops = append(rt.ops, &op{name: "quota", keys: q.keys(), args: q.args(want, ack, now), done: func(r []int64, err error) {
+			if !q.granted(r, err, rt.sent, rt.now) {
+				q.missed(rt.sent)
+			}
+		}})
+	}
 	p := q.pauseOut.Load()
 	if p <= q.pauseSent {
 		return

@@ -14,14 +14,14 @@ package fleet
 // What the scripts read there is input, as for the breaker: an entry
 // that is not four integers is deleted (rejected); an entry past its
 // expiry is deleted (a dead pod's share comes back by itself); a rate
-// above the limit, or an expiry past now + the calling pod's grant life,
-// is cut to it, in Redis too (capped); a pause key with no expiry is
+// above the limit, or an expiry past now + the longest grant life of any
+// pod, is cut to it, in Redis too (capped); a pause key with no expiry is
 // deleted (rejected), one past the calling pod's longest pause is cut to
 // it (capped).
 
 // quotaOp records what this pod wants and grants it its share (KEYS:
 // quota hash, pause key; ARGV: holder, limit, demand, ack, cap, life ms,
-// longest pause ms, lost cap, period ms). The share is this pod's
+// longest pause ms, lost cap, period ms, longest life ms). The share is this pod's
 // max-min fair share of the limit over the demands of the live pods
 // (each pod gets what it wants up to an equal split of what the others
 // leave; when every pod has what it wants, the rest is split evenly),
@@ -47,7 +47,7 @@ package fleet
 // much; the limit never does.
 const quotaOp = counts + `
 local holder, L, d, a, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local life, bound, period = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[9])
+local life, bound, period, most = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local lost = 0
 local function entry(v)
   if type(v) ~= 'string' then return nil end
@@ -110,8 +110,10 @@ return {g, pods, pause, rejected, capped, lost}
 // that are garbage or past their expiry, cuts those past the limit or
 // the pod's life, and sets others (what the other pods hold), target
 // (this pod's fair share), pods, and the totals (at, n, f, x) it then
-// writes with held. The hash's expiry is set here: it outlives its last
-// writer by two lives.
+// writes with held. An entry is cut to the longest life of any pod (a
+// pod's life follows its tick, which follows the pods it counts). The
+// hash's expiry is set here: it outlives its last writer by two of
+// those.
 const quotaFull = `
 local all = redis.call('HGETALL', KEYS[1])
 local wants = {d}
@@ -126,8 +128,8 @@ for i = 1, #all, 2 do
     elseif pe <= now then
       redis.call('HDEL', KEYS[1], k)
     else
-      if pd > L or pg > L or pa > L or pe > now + life then
-        pd, pg, pa, pe = math.min(pd, L), math.min(pg, L), math.min(pa, L), math.min(pe, now + life)
+      if pd > L or pg > L or pa > L or pe > now + most then
+        pd, pg, pa, pe = math.min(pd, L), math.min(pg, L), math.min(pa, L), math.min(pe, now + most)
         redis.call('HSET', KEYS[1], k, fmt(pd) .. ' ' .. fmt(pg) .. ' ' .. fmt(pa) .. ' ' .. fmt(pe))
         capped = capped + 1
       end
@@ -153,7 +155,7 @@ else
   target, f, x = d + left / n, 0, left
 end
 at, pods = now, n
-redis.call('PEXPIRE', KEYS[1], 2 * life)
+redis.call('PEXPIRE', KEYS[1], 2 * most)
 `
 
 // pauseOp pauses the system for every pod (KEYS: pause key; ARGV:
