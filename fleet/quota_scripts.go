@@ -69,9 +69,10 @@ if not mine and a > 0 then
   cap = math.min(cap, tonumber(ARGV[8]))
   lost = 1
 end
-local at, held, n, f, x
+local at, held, n, f, x, tail
 if type(got[2]) == 'string' then
-  local g1, g2, g3, g4, g5 = string.match(got[2], '^(%d+) (%d+) (%d+) (%d+) (%d+)$')
+  local g1, g2, g3, g4, g5
+  g1, g2, tail, g3, g4, g5 = string.match(got[2], '^(%d+) (%d+) ((%d+) ([01]) (%d+))$')
   at, held, n, f, x = int(g1, M), int(g2, M), int(g3, 1048576), int(g4, 1), int(g5, M)
 end
 local fresh = at and held and n and f and x and n >= 1 and at <= now and now - at < period
@@ -85,12 +86,8 @@ else
 end
 local g = math.max(0, math.floor(math.min(target, L - others, cap)))
 held = others + math.max(g, a)
-local e = fmt(d) .. ' ' .. fmt(g) .. ' ' .. fmt(a) .. ' ' .. fmt(now + life)
-if at then
-  redis.call('HSET', KEYS[1], holder, e, '#', fmt(at) .. ' ' .. fmt(held) .. ' ' .. fmt(n) .. ' ' .. f .. ' ' .. fmt(x))
-else
-  redis.call('HSET', KEYS[1], holder, e)
-end
+redis.call('HSET', KEYS[1], holder, ARGV[3] .. ' ' .. fmt(g) .. ' ' .. ARGV[4] .. ' ' .. fmt(now + life),
+  '#', fmt(at) .. ' ' .. fmt(held) .. ' ' .. tail)
 local pause = redis.call('PTTL', KEYS[2])
 if pause == -1 then
   redis.call('DEL', KEYS[2])
@@ -154,7 +151,7 @@ if level then
 else
   target, f, x = d + left / n, 0, left
 end
-at, pods = now, n
+at, pods, tail = now, n, fmt(n) .. ' ' .. f .. ' ' .. fmt(x)
 redis.call('PEXPIRE', KEYS[1], 2 * most)
 `
 

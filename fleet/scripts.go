@@ -134,8 +134,9 @@ if s == 0 then
   local r, f = {}, {}
   for i = 1, #all, 2 do
     local k, x = all[i], int(all[i + 1], M)
-    local side, at = string.sub(k, 1, 1), int(string.sub(k, 2), M)
-    if not x or not at or (side ~= 'r' and side ~= 'f') or k ~= side .. fmt(at) or at > b then
+    local side, digits = string.match(k, '^([rf])([1-9]%d*)$')
+    local at = tonumber(digits)
+    if not x or not at or at > b then
       redis.call('HDEL', win, k)
       rejected = rejected + 1
     elseif at <= b - n then
@@ -156,8 +157,9 @@ if s == 0 then
   for _, x in pairs(r) do R = R + x end
   for _, x in pairs(f) do F = F + x end
   if req > 0 then
-    redis.call('HINCRBY', win, 'r' .. fmt(b), req)
-    if fail > 0 then redis.call('HINCRBY', win, 'f' .. fmt(b), fail) end
+    local at = fmt(b)
+    redis.call('HINCRBY', win, 'r' .. at, req)
+    if fail > 0 then redis.call('HINCRBY', win, 'f' .. at, fail) end
     redis.call('PEXPIRE', win, bms * (n + 1))
     R, F = R + req, F + fail
   end
