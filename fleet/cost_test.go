@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,11 +25,14 @@ import (
 
 // costSetup is one measurement: pods pods of systems systems each, every
 // system called callsPerSec times a second on every pod (0: idle), for d
-// once the pods have settled.
+// once the pods have settled. With crowd above pods, the test keeps
+// crowd - pods more pods alive in the count of the namespace's pods, so
+// that the pods tick as in a fleet of crowd pods (pace.go).
 type costSetup struct {
 	pods, systems int
 	callsPerSec   int
 	d             time.Duration
+	crowd         int
 }
 
 // cost is what a setup cost Redis, per second of the run.
@@ -97,10 +101,13 @@ func costPods(t *testing.T, srv *redistest.Server, ns string, s costSetup) []*re
 func measureCost(t *testing.T, s costSetup) cost {
 	t.Helper()
 	srv := redistest.Start(t)
-	regs := costPods(t, srv, "cost", s)
-	time.Sleep(2 * time.Second) // the shares settle, the pods join
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	if s.crowd > s.pods {
+		wg.Go(func() { keepAlive(ctx, t, srv, "cost", s.crowd-s.pods) })
+	}
+	regs := costPods(t, srv, "cost", s)
+	time.Sleep(3 * time.Second) // the shares settle, the pods join and count each other
 	var mu sync.Mutex
 	calls := 0
 	if s.callsPerSec > 0 {
@@ -128,6 +135,24 @@ func measureCost(t *testing.T, s costSetup) cost {
 		cpu: (after.cpu - before.cpu) / secs, calls: float64(calls) / secs,
 	}
 	return c
+}
+
+// keepAlive keeps n pods that do not exist alive in the count of the
+// pods of namespace ns until ctx ends, as pods say they are alive: one
+// ZADD every 2s, each alive for 2.9s (a pod's life is 3s).
+func keepAlive(ctx context.Context, t *testing.T, srv *redistest.Server, ns string, n int) {
+	for ctx.Err() == nil {
+		words := []string{"ZADD", "outbound:fleet:{" + ns + "}:pods"}
+		end := strconv.FormatInt(time.Now().Add(2900*time.Millisecond).UnixMilli(), 10)
+		for i := range n {
+			words = append(words, end, "crowd"+strconv.Itoa(i))
+		}
+		if _, err := srv.Do(words...); err != nil {
+			t.Errorf("keeping the crowd alive: %v", err)
+			return
+		}
+		sleepCtx(ctx, 2*time.Second)
+	}
 }
 
 // redisCost reads srv's counts: commands since the last reset (and resets
@@ -183,41 +208,57 @@ func callEvery(ctx context.Context, c *registry.Client, gap time.Duration) int {
 }
 
 // TestRedisCostFigures measures what 50 systems at scope fleet (breaker
-// and quota) cost Redis on 5 and on 20 pods, idle and busy (every system
-// called 20 times a second on every pod), and extrapolates the cost per
-// pod to 1,000 pods: the figures of docs/fleet-redis.md. It takes about a
-// minute: it runs when OUTBOUND_FLEET_COST=1, without -race for figures
-// that are the Redis server's alone:
+// and quota) cost Redis on 5 and on 20 pods, and on 20 pods that count
+// 1,000 (they tick as in a fleet of 1,000), idle and busy (every system
+// called 20 times a second on every pod), per pod: the figures of
+// docs/fleet-redis.md, with TestQuotaRecountFigure. It takes about a
+// minute and a half: it runs when OUTBOUND_FLEET_COST=1, without -race
+// for figures that are the Redis server's alone:
 //
-//	OUTBOUND_FLEET_COST=1 go test -run TestRedisCostFigures -v ./fleet/
+//	OUTBOUND_FLEET_COST=1 go test -run 'TestRedisCostFigures|TestQuotaRecountFigure' -v ./fleet/
 func TestRedisCostFigures(t *testing.T) {
 	if os.Getenv("OUTBOUND_FLEET_COST") != "1" {
-		t.Skip("set OUTBOUND_FLEET_COST=1 to measure what the fleet costs Redis (about a minute)")
+		t.Skip("set OUTBOUND_FLEET_COST=1 to measure what the fleet costs Redis (about a minute and a half)")
 	}
 	const systems = 50
-	per := map[string]cost{}
 	for _, busy := range []bool{false, true} {
-		for _, pods := range []int{5, 20} {
-			s := costSetup{pods: pods, systems: systems, d: 8 * time.Second}
+		for _, size := range [][2]int{{5, 5}, {20, 20}, {20, 1000}} {
+			pods, crowd := size[0], size[1]
+			s := costSetup{pods: pods, systems: systems, d: 8 * time.Second, crowd: crowd}
 			load := "idle"
 			if busy {
 				s.callsPerSec, load = 20, "busy"
 			}
-			name := fmt.Sprintf("%s/%dpods", load, pods)
-			t.Run(name, func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%dpods/counting%d", load, pods, crowd), func(t *testing.T) {
 				c := measureCost(t, s)
-				per[name] = c.perPod(pods)
-				t.Logf("%d pods x %d systems, %s: %v", pods, systems, load, c)
-				t.Logf("per pod: %v", per[name])
+				t.Logf("%d pods (ticking as %d) x %d systems, %s: %v", pods, crowd, systems, load, c)
+				p := c.perPod(pods)
+				t.Logf("per pod: %v; x 1,000 pods: %.2f cores of process CPU, %.2f in commands",
+					p, p.cpu*1000/1e6, p.usec*1000/1e6)
 			})
 		}
 	}
-	for _, load := range []string{"idle", "busy"} {
-		p5, p20 := per[load+"/5pods"], per[load+"/20pods"]
-		// The cost per pod as a line through the two sizes: a cost that
-		// grows with the fleet shows in its slope.
-		at := func(a, b float64) float64 { return a + (b-a)/15*(1000-5) }
-		t.Logf("%s, per pod: 5 pods %.0f µs/s (%.0f process), 20 pods %.0f µs/s (%.0f process); 1,000 pods x %d systems, extrapolated: %.2f cores in commands, %.2f cores of process CPU",
-			load, p5.usec, p5.cpu, p20.usec, p20.cpu, systems, at(p5.usec, p20.usec)*1000/1e6, at(p5.cpu, p20.cpu)*1000/1e6)
+}
+
+// TestRedisCostFollowsPodsNotSystems: a pod talks to Redis once per tick
+// whatever the number of its systems at scope fleet: 50 busy systems
+// (breaker and quota, each called 20 times a second) cost Redis at most
+// twice the commands a second of 1 busy system, per pod. The work of the
+// systems' ops is Redis CPU all the same (each system's evidence and
+// share is its own): the 50 systems cost less CPU per system than the 1
+// system does, as their ops share one call.
+func TestRedisCostFollowsPodsNotSystems(t *testing.T) {
+	const pods = 5
+	one := measureCost(t, costSetup{pods: pods, systems: 1, callsPerSec: 20, d: 3 * time.Second}).perPod(pods)
+	many := measureCost(t, costSetup{pods: pods, systems: 50, callsPerSec: 20, d: 3 * time.Second}).perPod(pods)
+	t.Logf("per pod, 1 system: %v", one)
+	t.Logf("per pod, 50 systems: %v", many)
+	t.Logf("50 systems / 1 system, per pod: commands x%.2f, Redis CPU x%.1f (x%.2f per system)",
+		many.commands/one.commands, many.cpu/one.cpu, many.cpu/50/one.cpu)
+	if many.commands > 2*one.commands {
+		t.Errorf("50 systems cost %.1f commands a second per pod, 1 system %.1f: want at most twice", many.commands, one.commands)
+	}
+	if many.cpu/50 > one.cpu {
+		t.Errorf("50 systems cost %.0f µs of Redis CPU a second per pod, more per system than 1 system's %.0f µs", many.cpu, one.cpu)
 	}
 }
