@@ -17,8 +17,8 @@ import (
 // stated once, in [Fleet.Validate].
 const (
 	// FleetRedisURLVar names the fleet's Redis: a redis:// or rediss://
-	// URL, or a Redis Cluster's: redis+cluster:// or rediss+cluster://,
-	// more of its nodes as addr=host:port ([Fleet.Cluster]); its password
+	// URL; with cluster=true in its query, a Redis Cluster's, more of its
+	// nodes as addr=host:port ([Fleet.Cluster]). Its password is
 	// redacted in every report. Systems with BREAKER_SCOPE=fleet or
 	// RATE_SCOPE=fleet need it.
 	FleetRedisURLVar = "OUTBOUND_FLEET_REDIS_URL"
@@ -77,33 +77,52 @@ func (f Fleet) problems(src Source) []Problem {
 	return probs
 }
 
-// Cluster reports whether RedisURL names a Redis Cluster: its scheme is
-// redis+cluster:// or rediss+cluster:// (TLS). The URL's host is one
-// node of the cluster; each addr=host:port of its query names another,
-// in case that one is down when a pod starts (go-redis's cluster URL):
+// Cluster reports whether RedisURL names a Redis Cluster: a redis:// or
+// rediss:// (TLS) URL with cluster=true in its query. The URL's host is
+// one node of the cluster; each addr=host:port of its query names
+// another, in case that one is down when a pod starts (go-redis's
+// cluster URL, with cluster=true to tell it from a single Redis's):
 //
-//	rediss+cluster://:password@redis-0.redis:6379?addr=redis-1.redis:6379&addr=redis-2.redis:6379
+//	rediss://:password@redis-0.redis:6379?cluster=true&addr=redis-1.redis:6379&addr=redis-2.redis:6379
 //
 // The client learns the others from any node that answers. A cluster
 // has only database 0: the URL has no other.
 func (f Fleet) Cluster() bool {
-	scheme, _, _ := strings.Cut(f.RedisURL, "://")
-	scheme = strings.ToLower(scheme)
-	return redisSchemes[scheme] && strings.HasSuffix(scheme, clusterSuffix)
+	u, err := url.Parse(f.RedisURL)
+	if err != nil {
+		return false
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	cluster, ok := clusterFlag(q)
+	return err == nil && ok && cluster
 }
 
-// clusterSuffix ends the scheme of a Redis Cluster's URL.
-const clusterSuffix = "+cluster"
+// clusterFlag reads cluster= from a URL's query: absent is false; ok is
+// false when it is given twice or is neither true nor false.
+func clusterFlag(q url.Values) (cluster, ok bool) {
+	flag := q[ClusterParam]
+	switch {
+	case len(flag) == 0:
+		return false, true
+	case len(flag) > 1:
+		return false, false
+	}
+	return strings.EqualFold(flag[0], "true"), strings.EqualFold(flag[0], "true") || strings.EqualFold(flag[0], "false")
+}
+
+// ClusterParam is the query parameter of OUTBOUND_FLEET_REDIS_URL that
+// says the URL names a Redis Cluster (cluster=true).
+const ClusterParam = "cluster"
 
 // redisSchemes are the schemes of OUTBOUND_FLEET_REDIS_URL.
-var redisSchemes = map[string]bool{"redis": true, "rediss": true, "redis" + clusterSuffix: true, "rediss" + clusterSuffix: true}
+var redisSchemes = map[string]bool{"redis": true, "rediss": true}
 
 // redisURLProblem says what is wrong with a fleet Redis URL, or "".
 func redisURLProblem(s string) string {
 	u, err := url.Parse(s)
 	switch {
 	case redact.IsHostPort(s):
-		return "the scheme is missing: start it with redis:// or rediss:// (redis+cluster:// for a Redis Cluster)"
+		return "the scheme is missing: start it with redis:// or rediss://"
 	case err != nil || redact.UserinfoOutsideAuthority(s):
 		return "not a URL: if the password holds '/', '?', '#', '@' or '%', percent-encode them (%2F, %3F, %23, %40, %25)"
 	case !redisSchemes[u.Scheme]:
@@ -124,10 +143,12 @@ func nodesProblem(u *url.URL) string {
 		return "the query does not parse: percent-encode '%', '&' and ';' in its values"
 	}
 	addrs := q["addr"]
-	cluster := strings.HasSuffix(u.Scheme, clusterSuffix)
+	cluster, ok := clusterFlag(q)
 	switch {
+	case !ok:
+		return "cluster= must be true (a Redis Cluster) or false, once"
 	case !cluster && len(addrs) > 0:
-		return "addr= names more nodes of a Redis Cluster: start the URL with redis+cluster:// or rediss+cluster://"
+		return "addr= names more nodes of a Redis Cluster: add cluster=true to the query"
 	case cluster && u.Path != "" && u.Path != "/" && u.Path != "/0":
 		return "a Redis Cluster has only database 0: drop the path"
 	}

@@ -94,10 +94,11 @@ func TestLoadFleetEnvHasTheSameRules(t *testing.T) {
 	}
 }
 
-// TestRedisClusterURL: OUTBOUND_FLEET_REDIS_URL names a Redis Cluster by
-// its scheme, redis+cluster:// or rediss+cluster://, with more of its
-// nodes as addr=host:port; an addr= without it, a bad addr= or a
-// database other than 0 is a problem that never shows the password.
+// TestRedisClusterURL: OUTBOUND_FLEET_REDIS_URL names a Redis Cluster
+// with cluster=true in the query of its redis:// or rediss:// URL, with
+// more of its nodes as addr=host:port; an addr= without it, a bad addr=,
+// a cluster= that is neither true nor false or a database other than 0
+// is a problem that never shows the password.
 func TestRedisClusterURL(t *testing.T) {
 	t.Parallel()
 	const pw = "hunter2"
@@ -106,19 +107,22 @@ func TestRedisClusterURL(t *testing.T) {
 		cluster bool
 		want    string // the problem's rule; "": valid
 	}{
-		{"redis+cluster://10.0.0.1:6379", true, ""},
-		{"rediss+cluster://:" + pw + "@redis-0.redis:6379?addr=redis-1.redis:6379&addr=redis-2.redis:6379", true, ""},
-		{"redis+cluster://user:" + pw + "@[::1]:7000/0?addr=[::1]:7001", true, ""},
-		{"REDIS+CLUSTER://r:6379", true, ""},
+		{"redis://10.0.0.1:6379?cluster=true", true, ""},
+		{"rediss://:" + pw + "@redis-0.redis:6379?cluster=true&addr=redis-1.redis:6379&addr=redis-2.redis:6379", true, ""},
+		{"redis://user:" + pw + "@[::1]:7000/0?addr=[::1]:7001&cluster=true", true, ""},
+		{"REDIS://r:6379?cluster=TRUE", true, ""},
 		{"redis://:" + pw + "@r:6379/2", false, ""},
-		{"redis://:" + pw + "@r1:6379?addr=r2:6379", false, "addr= names more nodes of a Redis Cluster: start the URL with redis+cluster://"},
-		{"redis+cluster://:" + pw + "@r1:6379/3", true, "a Redis Cluster has only database 0"},
-		{"redis+cluster://:" + pw + "@r1:6379?addr=r2", true, "addr= number 1 must be host:port"},
-		{"redis+cluster://:" + pw + "@r1:6379?addr=r2:6379&addr=r3:99999", true, "addr= number 2 must be host:port, port 1..65535"},
-		{"redis+cluster://:" + pw + "@r1:6379?addr=:6379", true, "addr= number 1 must be host:port"},
-		{"redis+cluster://:" + pw + "@r1:6379?addr=%zz", true, "the query does not parse"},
-		{"redis+cluster://:" + pw + "@:6379", true, "must name a host"},
-		{"http+cluster://:" + pw + "@r1:6379", false, "must be a redis:// or rediss:// URL, or a Redis Cluster's"},
+		{"redis://:" + pw + "@r:6379/2?cluster=false", false, ""},
+		{"redis://:" + pw + "@r1:6379?addr=r2:6379", false, "addr= names more nodes of a Redis Cluster: add cluster=true"},
+		{"redis://:" + pw + "@r1:6379?cluster=yes", false, "cluster= must be true (a Redis Cluster) or false, once"},
+		{"redis://:" + pw + "@r1:6379?cluster=true&cluster=false", false, "cluster= must be true"},
+		{"redis://:" + pw + "@r1:6379/3?cluster=true", true, "a Redis Cluster has only database 0"},
+		{"redis://:" + pw + "@r1:6379?cluster=true&addr=r2", true, "addr= number 1 must be host:port"},
+		{"redis://:" + pw + "@r1:6379?cluster=true&addr=r2:6379&addr=r3:99999", true, "addr= number 2 must be host:port, port 1..65535"},
+		{"redis://:" + pw + "@r1:6379?cluster=true&addr=:6379", true, "addr= number 1 must be host:port"},
+		{"redis://:" + pw + "@r1:6379?cluster=true&addr=%zz", false, "the query does not parse"},
+		{"redis://:" + pw + "@:6379?cluster=true", true, "must name a host"},
+		{"redis+cluster://:" + pw + "@r1:6379", false, "must be a redis:// or rediss:// URL"},
 	} {
 		f := config.Fleet{RedisURL: tc.url, Namespace: "checkout"}
 		if got := f.Cluster(); got != tc.cluster {

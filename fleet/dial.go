@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
+	"net/url"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -98,10 +98,33 @@ func errParse(cfg *Config) error {
 	return fmt.Errorf("fleet: redis URL %s does not parse", redact.BaseURL(cfg.RedisURL))
 }
 
+// goRedisURL is cfg's URL without outbound's cluster= parameter, which
+// go-redis would refuse as an unknown option.
+func goRedisURL(cfg *Config) (string, error) {
+	u, err := url.Parse(cfg.RedisURL)
+	if err != nil {
+		return "", errParse(cfg)
+	}
+	if u.RawQuery == "" {
+		return cfg.RedisURL, nil
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", errParse(cfg)
+	}
+	q.Del(config.ClusterParam)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
 // clientOptions returns the options of the fleet's client of a single
 // Redis (cfg's URL checked).
 func clientOptions(cfg *Config) (*redis.Options, error) {
-	opt, err := redis.ParseURL(cfg.RedisURL)
+	u, err := goRedisURL(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := redis.ParseURL(u)
 	if err != nil {
 		return nil, errParse(cfg)
 	}
@@ -130,14 +153,16 @@ func clientOptions(cfg *Config) (*redis.Options, error) {
 const poolSize = 1 << 16
 
 // clusterOptions returns the options of the fleet's client of a Redis
-// Cluster (cfg's URL checked: redis+cluster:// or rediss+cluster://),
+// Cluster (cfg's URL checked, with cluster=true: config.Fleet.Cluster),
 // set as clientOptions sets a single Redis's, for each node. A MOVED or
 // ASK reply (a slot that moved) is followed at most twice within the
 // round trip; the node map is read again at once.
 func clusterOptions(cfg *Config) (*redis.ClusterOptions, error) {
-	scheme, rest, _ := strings.Cut(cfg.RedisURL, "://")
-	scheme = strings.TrimSuffix(strings.ToLower(scheme), "+cluster")
-	opt, err := redis.ParseClusterURL(scheme + "://" + rest)
+	u, err := goRedisURL(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := redis.ParseClusterURL(u)
 	if err != nil {
 		return nil, errParse(cfg)
 	}

@@ -116,16 +116,12 @@ func (c *Cluster) waitOK(tb testing.TB) {
 	}
 }
 
-// URL is the cluster's URL for the fleet: redis+cluster:// with the
-// first node as its host and the others as addr=.
+// URL is the cluster's URL for the fleet: redis:// with cluster=true,
+// the first node as its host and the others as addr=.
 func (c *Cluster) URL() string {
-	u := "redis+cluster://" + c.Nodes[0].Addr()
-	for i, n := range c.Nodes[1:] {
-		sep := "&"
-		if i == 0 {
-			sep = "?"
-		}
-		u += sep + "addr=" + n.Addr()
+	u := "redis://" + c.Nodes[0].Addr() + "?cluster=true"
+	for _, n := range c.Nodes[1:] {
+		u += "&addr=" + n.Addr()
 	}
 	return u
 }
