@@ -58,7 +58,7 @@ func TestTickFollowsTheFleetsSize(t *testing.T) {
 		return float64(st["evalsha"].Calls) / d.Seconds()
 	}
 	alone := rate(time.Second)
-	alive(499, 2500*time.Millisecond) // alive for less than a pod's life (3s)
+	alive(499, 2500*time.Millisecond)   // alive for less than a pod's life (3s)
 	time.Sleep(1200 * time.Millisecond) // counted within a ReadInterval and a tick of 200ms
 	crowd := rate(3 * time.Second)
 	waitFor(t, 5*time.Second, "the others gone", func() bool {
