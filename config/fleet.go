@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -16,8 +17,10 @@ import (
 // stated once, in [Fleet.Validate].
 const (
 	// FleetRedisURLVar names the fleet's Redis: a redis:// or rediss://
-	// URL, its password redacted in every report. Systems with
-	// BREAKER_SCOPE=fleet or RATE_SCOPE=fleet need it.
+	// URL; with cluster=true in its query, a Redis Cluster's, more of its
+	// nodes as addr=host:port ([Fleet.Cluster]). Its password is
+	// redacted in every report. Systems with BREAKER_SCOPE=fleet or
+	// RATE_SCOPE=fleet need it.
 	FleetRedisURLVar = "OUTBOUND_FLEET_REDIS_URL"
 	// FleetNamespaceVar names the service in the fleet's keys, so that two
 	// services sharing one Redis never share a breaker or a quota.
@@ -44,9 +47,9 @@ func (f Fleet) GoString() string { return f.String() }
 var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // Validate checks the settings: a RedisURL, when set, is a redis:// or
-// rediss:// URL with a host, and comes with a Namespace of 1-64 letters,
-// digits, '.', '_' or '-'. It returns an [*Error] naming each variable
-// at fault, or nil.
+// rediss:// URL with a host, or a Redis Cluster's ([Fleet.Cluster]), and
+// comes with a Namespace of 1-64 letters, digits, '.', '_' or '-'. It
+// returns an [*Error] naming each variable at fault, or nil.
 func (f Fleet) Validate() error {
 	if probs := f.problems(FromEnv); len(probs) > 0 {
 		return &Error{Problems: probs}
@@ -74,6 +77,46 @@ func (f Fleet) problems(src Source) []Problem {
 	return probs
 }
 
+// Cluster reports whether RedisURL names a Redis Cluster: a redis:// or
+// rediss:// (TLS) URL with cluster=true in its query. The URL's host is
+// one node of the cluster; each addr=host:port of its query names
+// another, in case that one is down when a pod starts (go-redis's
+// cluster URL, with cluster=true to tell it from a single Redis's):
+//
+//	rediss://:password@redis-0.redis:6379?cluster=true&addr=redis-1.redis:6379&addr=redis-2.redis:6379
+//
+// The client learns the others from any node that answers. A cluster
+// has only database 0: the URL has no other.
+func (f Fleet) Cluster() bool {
+	u, err := url.Parse(f.RedisURL)
+	if err != nil {
+		return false
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	cluster, ok := clusterFlag(q)
+	return err == nil && ok && cluster
+}
+
+// clusterFlag reads cluster= from a URL's query: absent is false; ok is
+// false when it is given twice or is neither true nor false.
+func clusterFlag(q url.Values) (cluster, ok bool) {
+	flag := q[ClusterParam]
+	switch {
+	case len(flag) == 0:
+		return false, true
+	case len(flag) > 1:
+		return false, false
+	}
+	return strings.EqualFold(flag[0], "true"), strings.EqualFold(flag[0], "true") || strings.EqualFold(flag[0], "false")
+}
+
+// ClusterParam is the query parameter of OUTBOUND_FLEET_REDIS_URL that
+// says the URL names a Redis Cluster (cluster=true).
+const ClusterParam = "cluster"
+
+// redisSchemes are the schemes of OUTBOUND_FLEET_REDIS_URL.
+var redisSchemes = map[string]bool{"redis": true, "rediss": true}
+
 // redisURLProblem says what is wrong with a fleet Redis URL, or "".
 func redisURLProblem(s string) string {
 	u, err := url.Parse(s)
@@ -82,12 +125,37 @@ func redisURLProblem(s string) string {
 		return "the scheme is missing: start it with redis:// or rediss://"
 	case err != nil || redact.UserinfoOutsideAuthority(s):
 		return "not a URL: if the password holds '/', '?', '#', '@' or '%', percent-encode them (%2F, %3F, %23, %40, %25)"
-	case u.Scheme != "redis" && u.Scheme != "rediss":
+	case !redisSchemes[u.Scheme]:
 		return "must be " + redisURLScheme + " (e.g. rediss://:password@redis.internal:6379/0)"
 	case u.Hostname() == "":
 		return "must name a host"
 	case u.Port() != "" && !validPort(u.Port()):
 		return "port must be 1..65535"
+	}
+	return nodesProblem(u)
+}
+
+// nodesProblem says what is wrong with the other nodes a Redis URL names
+// (addr=host:port, a cluster's alone) and its database, or "".
+func nodesProblem(u *url.URL) string {
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "the query does not parse: percent-encode '%', '&' and ';' in its values"
+	}
+	addrs := q["addr"]
+	cluster, ok := clusterFlag(q)
+	switch {
+	case !ok:
+		return "cluster= must be true (a Redis Cluster) or false, once"
+	case !cluster && len(addrs) > 0:
+		return "addr= names more nodes of a Redis Cluster: add cluster=true to the query"
+	case cluster && u.Path != "" && u.Path != "/" && u.Path != "/0":
+		return "a Redis Cluster has only database 0: drop the path"
+	}
+	for i, a := range addrs {
+		if h, p, err := net.SplitHostPort(a); err != nil || h == "" || !validPort(p) {
+			return fmt.Sprintf("addr= number %d must be host:port, port 1..65535", i+1)
+		}
 	}
 	return ""
 }

@@ -93,3 +93,58 @@ func TestLoadFleetEnvHasTheSameRules(t *testing.T) {
 		t.Errorf("Validate of a bad URL without namespace = %v, want 2 problems", err)
 	}
 }
+
+// TestRedisClusterURL: OUTBOUND_FLEET_REDIS_URL names a Redis Cluster
+// with cluster=true in the query of its redis:// or rediss:// URL, with
+// more of its nodes as addr=host:port; an addr= without it, a bad addr=,
+// a cluster= that is neither true nor false or a database other than 0
+// is a problem that never shows the password.
+func TestRedisClusterURL(t *testing.T) {
+	t.Parallel()
+	const pw = "hunter2"
+	for _, tc := range []struct {
+		url     string
+		cluster bool
+		want    string // the problem's rule; "": valid
+	}{
+		{"redis://10.0.0.1:6379?cluster=true", true, ""},
+		{"rediss://:" + pw + "@redis-0.redis:6379?cluster=true&addr=redis-1.redis:6379&addr=redis-2.redis:6379", true, ""},
+		{"redis://user:" + pw + "@[::1]:7000/0?addr=[::1]:7001&cluster=true", true, ""},
+		{"REDIS://r:6379?cluster=TRUE", true, ""},
+		{"redis://:" + pw + "@r:6379/2", false, ""},
+		{"redis://:" + pw + "@r:6379/2?cluster=false", false, ""},
+		{"redis://:" + pw + "@r1:6379?addr=r2:6379", false, "addr= names more nodes of a Redis Cluster: add cluster=true"},
+		{"redis://:" + pw + "@r1:6379?cluster=yes", false, "cluster= must be true (a Redis Cluster) or false, once"},
+		{"redis://:" + pw + "@r1:6379?cluster=true&cluster=false", false, "cluster= must be true"},
+		{"redis://:" + pw + "@r1:6379/3?cluster=true", true, "a Redis Cluster has only database 0"},
+		{"redis://:" + pw + "@r1:6379?cluster=true&addr=r2", true, "addr= number 1 must be host:port"},
+		{"redis://:" + pw + "@r1:6379?cluster=true&addr=r2:6379&addr=r3:99999", true, "addr= number 2 must be host:port, port 1..65535"},
+		{"redis://:" + pw + "@r1:6379?cluster=true&addr=:6379", true, "addr= number 1 must be host:port"},
+		{"redis://:" + pw + "@r1:6379?cluster=true&addr=%zz", false, "the query does not parse"},
+		{"redis://:" + pw + "@:6379?cluster=true", true, "must name a host"},
+		{"redis+cluster://:" + pw + "@r1:6379", false, "must be a redis:// or rediss:// URL"},
+	} {
+		f := config.Fleet{RedisURL: tc.url, Namespace: "checkout"}
+		if got := f.Cluster(); got != tc.cluster {
+			t.Errorf("%s: Cluster() = %v, want %v", tc.url, got, tc.cluster)
+		}
+		err := f.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want valid", tc.url, err)
+			}
+			continue
+		}
+		var ce *config.Error
+		if !errors.As(err, &ce) || len(ce.Problems) != 1 {
+			t.Errorf("%s: %v, want one problem", tc.url, err)
+			continue
+		}
+		if p := ce.Problems[0]; p.Var != config.FleetRedisURLVar || !strings.Contains(p.Rule, tc.want) {
+			t.Errorf("%s: problem %q, want %s saying %q", tc.url, p, config.FleetRedisURLVar, tc.want)
+		}
+		if strings.Contains(err.Error(), pw) {
+			t.Errorf("%s: the problem shows the password: %v", tc.url, err)
+		}
+	}
+}

@@ -31,7 +31,7 @@ var globals = [...]Var{
 		Description: "systems to configure, in addition to those declared in code"},
 	{Name: FaultsVar, Type: "string", Default: "off", Rule: faultsShape,
 		Description: "allows fault injection (drills, docs/fault-drills.md); off: any <SYSTEM>_FAULT_* variable is a problem"},
-	{Name: FleetRedisURLVar, Type: "url", Rule: redisURLScheme + " naming a host, port 1..65535 if any; unset: no fleet", Secret: true,
+	{Name: FleetRedisURLVar, Type: "url", Rule: redisURLScheme + " naming a host, port 1..65535 if any; a Redis Cluster's with cluster=true (more of its nodes as addr=host:port, database 0 only); unset: no fleet", Secret: true,
 		Description: "Redis of the fleet-shared breaker and quota (systems at BREAKER_SCOPE=fleet or RATE_SCOPE=fleet)"},
 	{Name: FleetNamespaceVar, Type: "string", Rule: namespaceShape + "; " + namespaceNeeded,
 		Description: "prefix of the fleet's Redis keys: two services on one Redis never share a breaker or a quota"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -66,19 +67,66 @@ type dialAddr struct{ network, addr string }
 func (a dialAddr) Network() string { return a.network }
 func (a dialAddr) String() string  { return a.addr }
 
-// clientOptions checks cfg's Redis URL and namespace and returns the
-// options of the fleet's Redis client.
-func clientOptions(cfg *Config) (*redis.Options, error) {
+// newClient checks cfg's Redis URL and namespace and returns the fleet's
+// Redis client: a *redis.ClusterClient when the URL names a Redis Cluster
+// (config.Fleet.Cluster), else a *redis.Client.
+func newClient(cfg *Config) (redis.UniversalClient, error) {
 	if cfg.RedisURL == "" {
 		return nil, errors.New("fleet: no Redis URL (" + config.FleetRedisURLVar + ")")
 	}
-	if err := (config.Fleet{RedisURL: cfg.RedisURL, Namespace: cfg.Namespace}).Validate(); err != nil {
+	fc := config.Fleet{RedisURL: cfg.RedisURL, Namespace: cfg.Namespace}
+	if err := fc.Validate(); err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
-	opt, err := redis.ParseURL(cfg.RedisURL)
+	if fc.Cluster() {
+		opt, err := clusterOptions(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return redis.NewClusterClient(opt), nil
+	}
+	opt, err := clientOptions(cfg)
 	if err != nil {
-		// go-redis's message may quote the URL: keep it out.
-		return nil, fmt.Errorf("fleet: redis URL %s does not parse", redact.BaseURL(cfg.RedisURL))
+		return nil, err
+	}
+	return redis.NewClient(opt), nil
+}
+
+// errParse is the error of a URL go-redis does not parse. go-redis's
+// message may quote the URL: it is kept out.
+func errParse(cfg *Config) error {
+	return fmt.Errorf("fleet: redis URL %s does not parse", redact.BaseURL(cfg.RedisURL))
+}
+
+// goRedisURL is cfg's URL without outbound's cluster= parameter, which
+// go-redis would refuse as an unknown option.
+func goRedisURL(cfg *Config) (string, error) {
+	u, err := url.Parse(cfg.RedisURL)
+	if err != nil {
+		return "", errParse(cfg)
+	}
+	if u.RawQuery == "" {
+		return cfg.RedisURL, nil
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", errParse(cfg)
+	}
+	q.Del(config.ClusterParam)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// clientOptions returns the options of the fleet's client of a single
+// Redis (cfg's URL checked).
+func clientOptions(cfg *Config) (*redis.Options, error) {
+	u, err := goRedisURL(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := redis.ParseURL(u)
+	if err != nil {
+		return nil, errParse(cfg)
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
 	opt.PoolTimeout = cfg.Timeout
@@ -94,7 +142,38 @@ func clientOptions(cfg *Config) (*redis.Options, error) {
 	// pool sees no failed dial (quietDial), and a large size keeps that
 	// gate shut even so: each tick dials, and a Redis that is back is
 	// seen on the next tick.
-	opt.PoolSize = 1 << 16
+	opt.PoolSize = poolSize
+	opt.DisableIdentity = true
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	return opt, nil
+}
+
+// poolSize is the size of the pool of each Redis the fleet talks to (see
+// clientOptions).
+const poolSize = 1 << 16
+
+// clusterOptions returns the options of the fleet's client of a Redis
+// Cluster (cfg's URL checked, with cluster=true: config.Fleet.Cluster),
+// set as clientOptions sets a single Redis's, for each node. A MOVED or
+// ASK reply (a slot that moved) is followed at most twice within the
+// round trip; the node map is read again at once.
+func clusterOptions(cfg *Config) (*redis.ClusterOptions, error) {
+	u, err := goRedisURL(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := redis.ParseClusterURL(u)
+	if err != nil {
+		return nil, errParse(cfg)
+	}
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
+	opt.PoolTimeout = cfg.Timeout
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1
+	opt.MaxRedirects = 2
+	opt.DialerRetries = 1
+	opt.Dialer = quietDial(redis.NewDialer(&redis.Options{DialTimeout: cfg.Timeout, TLSConfig: opt.TLSConfig}))
+	opt.PoolSize = poolSize
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	return opt, nil

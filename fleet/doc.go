@@ -127,8 +127,8 @@
 //     larger of its grant and the rate it said it may still send at, so a
 //     share moves only once the pod giving it up has applied its cut.
 //     Moving a share takes about three ticks (measured: 0.5-0.7s).
-//   - A grant holds for a grant life, max(4 x FlushInterval,
-//     ReadInterval) + Timeout (1.1s by default), from when the pod asked;
+//   - A grant holds for a grant life, max(4 x tick, ReadInterval) +
+//     Timeout (1.1s at the tick of up to 50 pods), from when the pod asked;
 //     its entry in Redis expires then too. A dead pod's share comes back
 //     by itself within a grant life; a pod that closes gives it back at
 //     once ([Fleet.Close]).
@@ -175,9 +175,10 @@
 //
 // A round trip that fails changes nothing until the grant expires; Sync
 // and the registry's Status say whether the share comes from Redis
-// (RateStatus.Synced). Costs: one script per pod per tick per system at
-// RATE_SCOPE=fleet, whatever the request rate (measured: 100,000
-// requests from 10 pods, 1.0 script per pod per tick, as many as 1,000).
+// (RateStatus.Synced). Costs: at most one op per system per pod per tick,
+// inside the tick's one script call, whatever the request rate
+// (measured: 100,000 requests from 10 pods cost as many commands as
+// 1,000).
 //
 // # The upstream's word
 //
@@ -219,16 +220,25 @@
 // Sync.Capped. A forged pod holding the whole limit holds it for at most
 // a grant life after the last write.
 //
-// # Keys
+// # Keys, Redis Cluster and cost
 //
 // The keys of one system live under outbound:fleet:{<namespace>:<system>}:
 // (state, window, probe leases, quota, pause, override), changes are
 // published on outbound:fleet:<namespace>, so two services on one Redis
-// never share a breaker or a quota. The braces are a hash tag: on Redis
-// Cluster every key of one system hashes to one slot, as a script that
-// touches them needs (the fleet itself still talks to one Redis: a plain
-// one or a primary). Keys of versions before the hash tag
-// (outbound:fleet:<namespace>:<system>:) are not read: a fleet that
-// upgrades starts from closed, with an empty window, and the old keys
-// expire or can be deleted.
+// never share a breaker or a quota. The braces are a hash tag: on a Redis
+// Cluster (a URL with cluster=true, config.Fleet.Cluster) every key of one
+// system hashes to one slot, as a script that touches them needs. Keys of
+// versions before the hash tag (outbound:fleet:<namespace>:<system>:) are
+// not read: a fleet that upgrades starts from closed, with an empty
+// window, and the old keys expire or can be deleted.
+//
+// A round trip is one script call per Redis master, whatever the number
+// of systems (batch.go), and a system with nothing to say is left out.
+// The tick follows the fleet's size (pace.go): FlushInterval up to 50
+// pods, growing with the pods to FlushInterval x 10 at 500, so that the
+// fleet's round trips stay about 250 a second. Measured: 50 systems,
+// breaker and quota, on 20 pods ticking as in a fleet of 1,000, 0.81 ms
+// of Redis CPU a second per pod busy (0.81 cores for 1,000 pods), 0.44
+// idle. docs/fleet-redis.md has the figures, the rights a Redis user
+// needs and the failure modes.
 package fleet

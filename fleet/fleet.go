@@ -62,12 +62,14 @@ type Config struct {
 // it. A Fleet is safe for concurrent use; Close stops both goroutines.
 type Fleet struct {
 	cfg     Config
-	log     *slog.Logger // nil: silent
-	url     string       // RedisURL redacted
-	rdb     *redis.Client
+	log     *slog.Logger          // nil: silent
+	url     string                // RedisURL redacted
+	rdb     redis.UniversalClient // a *redis.Client, or a *redis.ClusterClient
+	batch   *redis.Script         // the batch script for rdb (batch.go)
 	ps      *redis.PubSub
 	channel string
 	prefix  string // of the keys of no system: outbound:fleet:<namespace>
+	podsKey string // the pods alive (pace.go)
 	holder  string // this pod's name on its leases
 
 	synced     atomic.Bool
@@ -75,9 +77,12 @@ type Fleet struct {
 	rejected   atomic.Uint64 // values read that were malformed or out of range
 	capped     atomic.Uint64 // open times read past now + BREAKER_OPEN_TIMEOUT
 	readSoon   atomic.Bool   // read every state on the next round trip
+	tickNs     atomic.Int64  // the loop's tick (pace.go)
+	podsSeen   atomic.Int64  // the pods alive, last counted (pace.go)
 	// failingSince is when the round trips began to fail, zero while they
 	// succeed (the loop's alone).
 	failingSince time.Time
+	presentAt    time.Time // when this pod last said it is alive (the loop's alone)
 	wakeCh       chan struct{}
 	cancel       context.CancelFunc
 	done         sync.WaitGroup
@@ -109,7 +114,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.remindEvery <= 0 {
 		cfg.remindEvery = remindEvery
 	}
-	opt, err := clientOptions(&cfg)
+	rdb, err := newClient(&cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -119,15 +124,21 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		url:      redact.BaseURL(cfg.RedisURL),
-		rdb:      redis.NewClient(opt),
+		rdb:      rdb,
+		batch:    batchScript,
 		channel:  channelOf(cfg.Namespace),
 		prefix:   "outbound:fleet:" + cfg.Namespace,
+		podsKey:  "outbound:fleet:{" + cfg.Namespace + "}:pods",
 		holder:   hex.EncodeToString(id[:]),
 		wakeCh:   make(chan struct{}, 1),
 		circuits: map[string]*circuit{},
 		quotas:   map[string]*quota{},
 		since:    time.Now(),
 	}
+	if _, ok := rdb.(*redis.ClusterClient); ok {
+		f.batch = clusterBatchScript
+	}
+	f.tickNs.Store(int64(cfg.FlushInterval))
 	pctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	if err := f.rdb.Ping(pctx).Err(); err != nil {
@@ -200,20 +211,20 @@ func (f *Fleet) Close() error {
 }
 
 // release gives this pod's shares back to the fleet at once (rather than
-// when they expire), best effort within Config.Timeout, and leaves each
-// quota at limit / pods last seen: nothing will grant it again.
+// when they expire), and takes it out of the count of pods, best effort
+// within Config.Timeout, and leaves each quota at limit / pods last seen:
+// nothing will grant it again.
 func (f *Fleet) release() {
 	quotas := f.quotaSnapshot()
-	if len(quotas) == 0 {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.Timeout)
 	defer cancel()
-	pipe := f.rdb.Pipeline()
+	ops := []*op{{name: "depart", keys: []string{f.podsKey}, args: []any{f.holder}, done: func([]int64, error) {}}}
 	for _, q := range quotas {
-		pipe.HDel(ctx, q.base+":quota", f.holder)
+		ops = append(ops, &op{name: "leave", keys: []string{q.base + ":quota"}, args: []any{f.holder, q.limit}, done: func([]int64, error) {}})
 		q.closeQuota()
 	}
+	pipe := f.rdb.Pipeline()
+	f.send(ctx, pipe, ops)
 	pipe.Exec(ctx) // a Redis that does not answer lets the share expire
 }
 

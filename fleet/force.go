@@ -147,7 +147,7 @@ func forceMillis(state observe.BreakerState, until, now time.Time) (int64, error
 }
 
 // writeForce writes and publishes an override (state "": released).
-func writeForce(ctx context.Context, rdb *redis.Client, base, channel, system string, state observe.BreakerState, ms int64) error {
+func writeForce(ctx context.Context, rdb redis.Scripter, base, channel, system string, state observe.BreakerState, ms int64) error {
 	return forceScript.Run(ctx, rdb, []string{base + ":force"}, channel, system, string(state), ms).Err()
 }
 
@@ -171,11 +171,10 @@ func Force(ctx context.Context, cfg Config, system string, state observe.Breaker
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = forceTimeout // a command, maybe over a wide network
 	}
-	opt, err := clientOptions(&cfg)
+	rdb, err := newClient(&cfg)
 	if err != nil {
 		return err
 	}
-	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	if err := writeForce(ctx, rdb, keyBase(cfg.Namespace, system), channelOf(cfg.Namespace), system, state, ms); err != nil {
 		shown := (&Fleet{cfg: cfg, url: redact.BaseURL(cfg.RedisURL)}).clean(err)

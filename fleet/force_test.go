@@ -186,7 +186,10 @@ func TestForcedFromRedisIsInput(t *testing.T) {
 	if _, c := counts(); c <= c0 {
 		t.Errorf("an override with no end was not counted in Sync.Capped")
 	}
-	f.do(t, "DEL", key)
+	// The messages come with the key that says the same, as an
+	// operator's Force writes them: a pod that reads the key back between
+	// a message and the check below sees the same override.
+	f.do(t, "SET", key, "closed", "PX", "3600000")
 	r0, c0 = counts()
 	f.do(t, "PUBLISH", f.channel, "payments force closed 99999999999")
 	f.do(t, "PUBLISH", f.channel, "payments force shut 5000")
@@ -202,4 +205,20 @@ func TestForcedFromRedisIsInput(t *testing.T) {
 			t.Errorf("pod %d: forced for %v by a message of years, want at most 24h", i, d)
 		}
 	}
+}
+
+// TestOverrideWithoutItsMessageIsReadWhileAQuotaSyncs: a pod whose
+// systems at scope fleet have a quota too talks to Redis on every tick
+// for the quota's sake; it must still read the breaker's state and the
+// operator's override back every Config.ReadInterval, or an override
+// whose message was lost would never reach it.
+func TestOverrideWithoutItsMessageIsReadWhileAQuotaSyncs(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	pods := startPods(t, 3, srv, "forcequota", "fleet", up.URL, quotaEnv("100/s", nil))
+	f := newForeign(srv, "forcequota")
+	f.do(t, "SET", f.base+":force", "open", "PX", "60000") // no message
+	d := everyPod(t, pods, 2*time.Second, "the override read on every pod", func(p *pod) bool { return forcedOn(p, observe.BreakerOpen) })
+	t.Logf("an override written without its message: read by every pod %v later (ReadInterval 1s)", d)
 }

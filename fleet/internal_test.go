@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/outbound-go/outbound/fleet/redistest"
@@ -67,9 +66,16 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.
 
 func fail() (*http.Response, error) { return nil, errUpstream }
 
-// runScript runs s on c's state as the loop does, args after the four
-// arguments every script takes (scripts.go).
-func runScript(c *circuit, s *redis.Script, args ...any) ([]int64, error) {
+// runOp runs the op name on c's state, alone in a batch, args after the
+// four arguments every op of a breaker takes (scripts.go).
+func runOp(c *circuit, name string, args ...any) ([]int64, error) {
 	argv := append([]any{c.base, c.f.channel, c.name, c.openTimeout.Milliseconds()}, args...)
-	return s.Run(context.Background(), c.f.rdb, c.keys(), argv...).Int64Slice()
+	var got []int64
+	var gerr error
+	err := c.f.runOps(context.Background(), &op{name: name, keys: c.keys(name), args: argv,
+		done: func(r []int64, err error) { got, gerr = r, err }})
+	if err != nil {
+		return nil, err
+	}
+	return got, gerr
 }

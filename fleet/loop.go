@@ -12,17 +12,20 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// loop is the fleet's one talker to Redis: at most one pipelined round
-// trip per tick (FlushInterval) or wake, each bounded by Timeout. In sync,
-// a round trip carries every system's counts that changed, trips, probe
-// results and lease requests, and reads the state back; when nothing
-// changed for ReadInterval it reads the state alone. Degraded, it tries a
-// read every tick until Redis answers.
+// loop is the fleet's one talker to Redis: at most one round trip per
+// tick (pace.go: FlushInterval, longer with more pods) or wake, each
+// bounded by Timeout. In sync, a round trip carries every system's
+// counts that changed, trips, probe results and lease requests, and
+// reads the state back, and the quotas that have something to say; every
+// readEvery it reads the state of every system, whatever else the round
+// trips carried (a quota's grant reads no breaker's state). Degraded, it
+// tries a read every tick until Redis answers.
 func (f *Fleet) loop(ctx context.Context) {
 	defer f.done.Done()
-	tick := time.NewTicker(f.cfg.FlushInterval)
+	cur := f.tick()
+	tick := time.NewTicker(cur)
 	defer tick.Stop()
-	var last time.Time // of the last round trip that succeeded
+	var lastRead time.Time // of the last round trip that read every state
 	for {
 		select {
 		case <-ctx.Done():
@@ -30,64 +33,45 @@ func (f *Fleet) loop(ctx context.Context) {
 		case <-tick.C:
 		case <-f.wakeCh:
 		}
-		read := f.readSoon.Swap(false) || !f.synced.Load() || time.Since(last) >= f.cfg.ReadInterval
-		if f.step(ctx, read) {
-			last = time.Now()
+		read := f.readSoon.Swap(false) || !f.synced.Load() || time.Since(lastRead) >= f.readEvery()
+		if f.step(ctx, read) && read {
+			lastRead = time.Now()
+		}
+		if t := f.tick(); t != cur {
+			tick.Reset(t)
+			cur = t
 		}
 		f.showAll() // what the round trip read, or the open time passing
 		f.remind()
 	}
 }
 
-// roundTrip is one pipelined round trip to Redis: the script calls it
-// carries, what to do with each reply, and what to put back if it fails.
+// roundTrip is one round trip to Redis: the ops it carries, each with
+// what to do with its reply and what to put back if it is not delivered.
 type roundTrip struct {
 	f    *Fleet
-	ctx  context.Context
-	pipe redis.Pipeliner
 	sent time.Time // before any of it was sent
-	ops  []op
-}
-
-// op is one script call of a round trip.
-type op struct {
-	c     *circuit // nil: the check, or a quota's
-	cmd   *redis.Cmd
-	more  int // values of the reply after the state's
-	apply func(st state, more []int64, rt *roundTrip, now time.Time)
-	undo  func()              // the round trip failed: put back what was taken for it
-	reply func(now time.Time) // a quota's: applies its reply, or notes there was none
+	now  time.Time // when the replies came
+	ops  []*op
 }
 
 // step runs one round trip, reading every system's state when read is
-// set, and reports whether Redis answered. Degraded, the round trip
-// carries the check (checkScript) too: the fleet is in sync again only
-// once Redis runs every kind of command it needs.
+// set, and reports whether Redis answered. Its ops go in one call of the
+// batch script per master (batch.go). Degraded, the round trip carries
+// the check (checkScript) too: the fleet is in sync again only once
+// Redis runs every kind of command it needs.
 func (f *Fleet) step(ctx context.Context, read bool) bool {
 	circuits, quotas := f.snapshot(), f.quotaSnapshot()
 	if len(circuits) == 0 && len(quotas) == 0 {
 		return false
 	}
 	synced := f.synced.Load()
-	rctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
-	defer cancel()
-	rt := &roundTrip{f: f, ctx: rctx, pipe: f.rdb.Pipeline(), sent: time.Now()}
-	if !synced {
-		rt.ops = append(rt.ops, op{cmd: checkScript.EvalSha(rctx, rt.pipe, []string{f.prefix + ":pod:" + f.holder},
-			f.channel, hello+" "+f.holder, checkLife.Milliseconds())})
+	rt := &roundTrip{f: f, sent: time.Now()}
+	if rt.sent.Sub(f.presentAt) >= f.cfg.ReadInterval {
+		rt.presence()
 	}
 	for _, c := range circuits {
-		if synced {
-			rt.changes(c)
-		}
-		reqs, fails := c.reqs.Swap(0), c.fails.Swap(0)
-		if !synced {
-			reqs, fails = 0, 0 // evidence gathered while degraded is stale
-		}
-		if reqs > 0 || read {
-			rt.run(c, syncScript, 4, (*circuit).applyWindow, nil, reqs, fails, (c.window / 10).Milliseconds(), 10,
-				c.minRequests, strconv.FormatFloat(c.ratio, 'g', -1, 64))
-		}
+		rt.circuit(c, synced, read)
 	}
 	for _, q := range quotas {
 		rt.quota(q)
@@ -95,43 +79,61 @@ func (f *Fleet) step(ctx context.Context, read bool) bool {
 	if len(rt.ops) == 0 {
 		return false
 	}
-	if _, err := rt.pipe.Exec(rctx); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	defer cancel()
+	pipe := f.rdb.Pipeline()
+	if !synced {
+		checkScript.EvalSha(rctx, pipe, []string{f.prefix + ":pod:" + f.holder},
+			f.channel, hello+" "+f.holder, checkLife.Milliseconds())
+	}
+	batches := f.send(rctx, pipe, rt.ops)
+	_, err := pipe.Exec(rctx)
+	rt.now = time.Now()
+	for _, b := range batches {
+		b.settle() // the replies that came count, whatever failed beside them
+	}
+	for _, q := range quotas {
+		q.settle(rt.now)
+	}
+	if err != nil {
 		if f.failingSince.IsZero() {
 			f.failingSince = rt.sent
 		}
-		for _, o := range rt.ops {
-			if o.undo != nil {
-				o.undo()
-			}
-		}
-		rt.settleQuotas(quotas, time.Now()) // a quota's reply that came still counts
 		return f.failed(rctx, err, circuits)
 	}
 	f.failingSince = time.Time{}
-	now := time.Now()
-	rt.settleQuotas(quotas, now)
-	for _, o := range rt.ops {
-		if o.c == nil {
-			continue
-		}
-		if st, more, ok := o.c.readReply(o.cmd, o.more); ok {
-			o.apply(st, more, rt, now)
-		}
-	}
 	f.ok()
 	return true
 }
 
-// quota adds q's call: what this pod wants, for its share, and a pause
-// its upstream asked for that Redis does not have yet.
+// circuit adds c's ops: its changes (in sync), and the sync of its
+// counts, when it has any or read is set.
+func (rt *roundTrip) circuit(c *circuit, synced, read bool) {
+	if synced {
+		rt.changes(c)
+	}
+	reqs, fails := c.reqs.Swap(0), c.fails.Swap(0)
+	if !synced {
+		reqs, fails = 0, 0 // evidence gathered while degraded is stale
+	}
+	if reqs > 0 || read {
+		rt.run(c, "sync", 4, (*circuit).applyWindow, nil, reqs, fails, (c.window / 10).Milliseconds(), 10,
+			c.minRequests, strconv.FormatFloat(c.ratio, 'g', -1, 64))
+	}
+}
+
+// quota adds q's op when it has something to say (quota.due): what this
+// pod wants, for its share; and a pause its upstream asked for that Redis
+// does not have yet.
 func (rt *roundTrip) quota(q *quota) {
 	now := time.Now()
-	cmd := quotaScript.EvalSha(rt.ctx, rt.pipe, q.keys(), q.args(now)...)
-	rt.ops = append(rt.ops, op{cmd: cmd, reply: func(now time.Time) {
-		if !q.granted(cmd, rt.sent, now) {
-			q.missed(rt.sent)
-		}
-	}})
+	if want, ack := q.ask(now); q.due(now, want, ack) {
+		rt.ops = append(rt.ops, &op{name: "quota", keys: q.keys(), args: q.args(want, ack, now), done: func(r []int64, err error) {
+			if !q.granted(r, err, rt.sent, rt.now) {
+				q.missed(rt.sent)
+			}
+		}})
+	}
 	p := q.pauseOut.Load()
 	if p <= q.pauseSent {
 		return
@@ -141,50 +143,49 @@ func (rt *roundTrip) quota(q *quota) {
 		q.pauseSent = p // over already
 		return
 	}
-	pc := pauseScript.EvalSha(rt.ctx, rt.pipe, []string{q.base + ":pause"}, rt.f.channel, q.name, ms)
-	rt.ops = append(rt.ops, op{cmd: pc, reply: func(time.Time) {
-		r, err := pc.Int64Slice()
-		switch {
-		case pc.Err() != nil: // sent again on the next round trip
-		case err != nil || len(r) != 2 || r[1] < 0:
-			q.pauseSent = p
-			rt.f.rejected.Add(1)
-		default:
-			q.pauseSent = p
-			rt.f.rejected.Add(uint64(r[1]))
-		}
-	}})
-}
-
-// settleQuotas applies the replies of the quotas' calls that came, and
-// sets every quota's rate.
-func (rt *roundTrip) settleQuotas(quotas []*quota, now time.Time) {
-	for _, o := range rt.ops {
-		if o.reply != nil {
-			o.reply(now)
-		}
-	}
-	for _, q := range quotas {
-		q.settle(now)
-	}
+	rt.ops = append(rt.ops, &op{name: "pause", keys: []string{q.base + ":pause"}, args: []any{rt.f.channel, q.name, ms},
+		done: func(r []int64, err error) {
+			switch {
+			case errors.Is(err, errShape) || (err == nil && (len(r) != 2 || r[1] < 0)):
+				q.pauseSent = p
+				rt.f.rejected.Add(1)
+			case err != nil: // sent again on the next round trip
+			default:
+				q.pauseSent = p
+				rt.f.rejected.Add(uint64(r[1]))
+			}
+		}})
 }
 
 // checkLife is how long the key the check writes lives.
 const checkLife = 10 * time.Second
 
-// keys are the keys of c every script is given: its state, and the
-// operator's override (which syncScript reads).
-func (c *circuit) keys() []string { return []string{c.base + ":state", c.base + ":force"} }
+// keys are the keys of c an op is given: its state, and for a sync the
+// operator's override (which syncOp reads).
+func (c *circuit) keys(name string) []string {
+	if name == "sync" {
+		return []string{c.base + ":state", c.base + ":force"}
+	}
+	return []string{c.base + ":state"}
+}
 
-// run adds a call of script s on c's state, with the four arguments
-// every script takes (scripts.go) before args.
-func (rt *roundTrip) run(c *circuit, s *redis.Script, more int, apply func(*circuit, state, []int64, *roundTrip, time.Time), undo func(), args ...any) {
+// run adds the op name on c's state, with the four arguments every op
+// of a breaker takes (scripts.go) before args; apply takes its reply,
+// whose values after the state's are more.
+func (rt *roundTrip) run(c *circuit, name string, more int, apply func(*circuit, state, []int64, *roundTrip, time.Time), undo func(), args ...any) {
 	argv := append([]any{c.base, rt.f.channel, c.name, c.openTimeout.Milliseconds()}, args...)
-	rt.ops = append(rt.ops, op{
-		c: c, cmd: s.EvalSha(rt.ctx, rt.pipe, c.keys(), argv...), more: more,
-		apply: func(st state, more []int64, rt *roundTrip, now time.Time) { apply(c, st, more, rt, now) },
-		undo:  undo,
-	})
+	rt.ops = append(rt.ops, &op{name: name, keys: c.keys(name), args: argv, undo: undo,
+		done: func(r []int64, err error) {
+			if errors.Is(err, errShape) {
+				c.f.rejected.Add(1)
+			}
+			if err != nil {
+				return
+			}
+			if st, vals, ok := c.readReply(r, more); ok {
+				apply(c, st, vals, rt, rt.now)
+			}
+		}})
 }
 
 // changes adds what c has to change in Redis: a state Redis lost, probe
@@ -196,7 +197,7 @@ func (rt *roundTrip) changes(c *circuit) {
 		if v.open {
 			left = max(0, time.Until(v.until).Milliseconds())
 		}
-		rt.run(c, restoreScript, 0, (*circuit).applyState, func() { c.restore.Store(true) }, v.ver, b2i(v.open), left)
+		rt.run(c, "restore", 0, (*circuit).applyState, func() { c.restore.Store(true) }, v.ver, b2i(v.open), left)
 	}
 	c.mu.Lock()
 	results := c.results
@@ -211,17 +212,17 @@ func (rt *roundTrip) changes(c *circuit) {
 		if i == 0 {
 			undo = func() { c.requeue(results) }
 		}
-		rt.run(c, probeScript, 0, (*circuit).applyState, undo, r.ver, b2i(r.ok), c.probes)
+		rt.run(c, "probe", 0, (*circuit).applyState, undo, r.ver, b2i(r.ok), c.probes)
 	}
 	if propose {
-		rt.run(c, tripScript, 0, (*circuit).applyState, func() { c.unpropose(v.ver) }, v.ver)
+		rt.run(c, "trip", 0, (*circuit).applyState, func() { c.unpropose(v.ver) }, v.ver)
 	}
 	// A lease is asked for when a call wanted one, at most once per
 	// leaseEvery: refused calls wake the loop, and must not turn into
 	// Redis commands at the call rate.
 	if now := time.Now(); v.open && !now.Before(v.until) && now.Sub(c.leased) >= leaseEvery(rt.f.cfg) && c.want.Swap(false) {
 		c.leased = now
-		rt.run(c, leaseScript, 1, (*circuit).applyLease, func() { c.want.Store(true) }, v.ver, c.probes, c.lease.Milliseconds(), rt.f.holder)
+		rt.run(c, "lease", 1, (*circuit).applyLease, func() { c.want.Store(true) }, v.ver, c.probes, c.lease.Milliseconds(), rt.f.holder)
 	}
 }
 
@@ -238,7 +239,7 @@ func (f *Fleet) failed(ctx context.Context, err error, circuits []*circuit) bool
 		f.stall(err)
 		return false
 	}
-	for _, s := range scripts {
+	for _, s := range []*redis.Script{f.batch, checkScript, forceScript} {
 		if lerr := s.Load(ctx, f.rdb).Err(); lerr != nil {
 			f.fail(lerr)
 			return false

@@ -24,11 +24,17 @@ type pod struct {
 	c     *registry.Client
 }
 
+// redisAt is a Redis the pods share: a *redistest.Server, or a
+// *redistest.Cluster.
+type redisAt interface{ URL() string }
+
+var _, _ redisAt = (*redistest.Server)(nil), (*redistest.Cluster)(nil)
+
 // startPods builds n pods calling baseURL with their breaker at scope
 // "local" or "fleet" (in namespace ns of srv), with extra variables and
 // registry options; a pod has a fleet when its breaker or its quota
 // (PAYMENTS_RATE_SCOPE in extra) is at scope fleet.
-func startPods(t *testing.T, n int, srv *redistest.Server, ns, scope, baseURL string, extra map[string]string, opts ...registry.Option) []*pod {
+func startPods(t *testing.T, n int, srv redisAt, ns, scope, baseURL string, extra map[string]string, opts ...registry.Option) []*pod {
 	t.Helper()
 	var pods []*pod
 	for range n {

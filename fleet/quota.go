@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/ratelimit"
 	"github.com/outbound-go/outbound/observe"
@@ -19,7 +17,7 @@ import (
 // registry's Quota for that system. Requests spend from a local token
 // bucket (ratelimit.Share) and never talk to Redis; the fleet's loop
 // sets the bucket's rate and burst from the share Redis grants each tick
-// (quotaScript), or from limit / pods last seen when Redis does not
+// (quotaOp), or from limit / pods last seen when Redis does not
 // answer. A quota is safe for concurrent use.
 type quota struct {
 	f     *Fleet
@@ -28,7 +26,7 @@ type quota struct {
 	limit int64         // the fleet's RATE_LIMIT, micro-requests per second
 	burst int           // the fleet's burst (RATE_BURST, or derived)
 	bound time.Duration // the longest pause this pod takes: min(CALL_TIMEOUT, ratelimit.MaxPause)
-	life  time.Duration // how long a grant holds without a new one
+	life  time.Duration // how long the grant last asked for holds (the loop's alone, join's before it)
 	share *ratelimit.Share
 
 	synced   atomic.Bool  // the rate is a grant from Redis
@@ -43,6 +41,8 @@ type quota struct {
 	resyncEnd time.Time // back from a fallback: the share is at most limit / pods until then
 	wants     demand
 	pauseSent int64 // the last pause written to Redis, Unix ns
+	sentWant  int64 // the want and the ack the last op said
+	sentAck   int64
 }
 
 // micro is the unit of the rates the fleet keeps in Redis: requests per
@@ -60,7 +60,7 @@ const maxPods = 1 << 20
 func (f *Fleet) addQuota(system string, r config.Rate, bound time.Duration) (*quota, error) {
 	q := &quota{
 		f: f, name: system, base: keyBase(f.cfg.Namespace, system),
-		limit: int64(r.PerSecond() * micro), burst: r.Burst, bound: bound, life: grantLife(f.cfg),
+		limit: int64(r.PerSecond() * micro), burst: r.Burst, bound: bound, life: grantLife(f.cfg, f.tick()),
 		share: ratelimit.NewShare(r.String(), "fleet"), pods: 1,
 	}
 	q.wants.start(time.Now(), f.cfg.FlushInterval)
@@ -76,12 +76,6 @@ func (f *Fleet) addQuota(system string, r config.Rate, bound time.Duration) (*qu
 	f.quotas[system] = q
 	f.wake()
 	return q, nil
-}
-
-// grantLife is how long a grant holds without a new one: a pod that
-// missed a few ticks keeps its share, one that died gives it back.
-func grantLife(cfg Config) time.Duration {
-	return max(4*cfg.FlushInterval, cfg.ReadInterval) + cfg.Timeout
 }
 
 func (f *Fleet) joinable(system string) error {
@@ -110,10 +104,12 @@ func (q *quota) join() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), q.f.cfg.Timeout)
 	defer cancel()
-	cmd := quotaScript.Run(ctx, q.f.rdb, q.keys(), q.args(now)...)
-	if !q.granted(cmd, now, time.Now()) {
-		q.missed(now)
-	}
+	want, ack := q.ask(now)
+	q.f.runOps(ctx, &op{name: "quota", keys: q.keys(), args: q.args(want, ack, now), done: func(r []int64, err error) {
+		if !q.granted(r, err, now, time.Now()) {
+			q.missed(now)
+		}
+	}})
 	q.settle(time.Now())
 }
 
@@ -127,31 +123,65 @@ func (f *Fleet) degradedAtStart() bool {
 
 func (q *quota) keys() []string { return []string{q.base + ":quota", q.base + ":pause"} }
 
-// args are quotaScript's ARGV at now: what this pod wants and may still
-// send at, and the most it takes (limit / pods while it resyncs).
-func (q *quota) args(now time.Time) []any {
+// ask is what this pod says at now: what it wants (1.25 x the requests
+// that asked for a token over the last second, plus those waiting now
+// per tick, at most the limit) and the rate it may still send at (its
+// rate now, in force until a reply is applied).
+func (q *quota) ask(now time.Time) (want, ack int64) {
 	asked, waiting := q.share.Demand()
 	q.wants.add(now, asked)
-	want := min(q.limit, int64((1.25*q.wants.perSec(now)+float64(waiting)/q.f.cfg.FlushInterval.Seconds())*micro))
-	perSec, _ := q.share.Rate() // in force until the reply is applied
-	ack := min(q.limit, int64(perSec*micro))
+	perTick := float64(waiting) / q.f.tick().Seconds()
+	want = min(q.limit, int64((1.25*q.wants.perSec(now)+perTick)*micro))
+	perSec, _ := q.share.Rate()
+	return want, min(q.limit, int64(perSec*micro))
+}
+
+// due reports whether this pod has something to say at now, wanting want
+// and sending at ack: when its grant has half its life left or less (it
+// is renewed before it ends), when its want moved by more than an eighth
+// (or to or from nothing), when its rate changed since it last said
+// (another pod may wait for it to apply a cut), and on every tick while
+// it has no grant from Redis or resyncs. An idle pod asks about twice a
+// grant life, not every tick.
+func (q *quota) due(now time.Time, want, ack int64) bool {
+	switch {
+	case q.leaseEnd.IsZero() || !q.missedAt.IsZero() || q.fellBack || now.Before(q.resyncEnd):
+		return true
+	case ack != q.sentAck || q.leaseEnd.Sub(now) <= q.life/2:
+		return true
+	}
+	moved := want - q.sentWant
+	return (want == 0) != (q.sentWant == 0) || moved > q.sentWant/8 || -moved > q.sentWant/8
+}
+
+// args are quotaOp's ARGV at now for want and ack: with them, the most
+// it takes (limit / pods while it resyncs), its grant's life at the
+// fleet's tick now, the tick (how old the fleet's totals may be) and the
+// longest grant life of any pod (what an entry may hold at most).
+func (q *quota) args(want, ack int64, now time.Time) []any {
+	tick := q.f.tick()
+	q.life = grantLife(q.f.cfg, tick)
+	q.sentWant, q.sentAck = want, ack
 	most := q.limit
 	if now.Before(q.resyncEnd) {
 		most = q.limit / int64(q.pods)
 	}
-	return []any{q.f.holder, q.limit, want, ack, most, q.life.Milliseconds(), q.bound.Milliseconds(), q.limit / int64(q.pods)}
+	return []any{q.f.holder, q.limit, want, ack, most, q.life.Milliseconds(), q.bound.Milliseconds(), q.limit / int64(q.pods),
+		tick.Milliseconds(), maxGrantLife(q.f.cfg).Milliseconds()}
 }
 
-// granted applies a reply of quotaScript to the round trip sent at sent:
-// {grant, live pods, pause ms, rejected, capped, lost}. It reports false
-// when there is no reply, or one that no script could have sent
-// (counted).
-func (q *quota) granted(cmd *redis.Cmd, sent, now time.Time) bool {
-	if cmd.Err() != nil {
+// granted applies a reply of quotaOp to the round trip sent at sent:
+// {grant, live pods, pause ms, rejected, capped, lost}, or its absence
+// (err). It reports false when there is no reply, or one that no op
+// could have sent (counted).
+func (q *quota) granted(r []int64, err error, sent, now time.Time) bool {
+	if errors.Is(err, errShape) {
+		q.f.rejected.Add(1)
+	}
+	if err != nil {
 		return false
 	}
-	r, err := cmd.Int64Slice()
-	if err != nil || len(r) != 6 || r[3] < 0 || r[4] < 0 {
+	if len(r) != 6 || r[3] < 0 || r[4] < 0 {
 		q.f.rejected.Add(1)
 		return false
 	}
@@ -166,7 +196,7 @@ func (q *quota) granted(cmd *redis.Cmd, sent, now time.Time) bool {
 		// Back from a fallback, or Redis lost the shares: the other pods
 		// come back over the next tick, and the grants of those that do
 		// not expire within life.
-		q.resyncEnd = now.Add(q.life + q.f.cfg.FlushInterval)
+		q.resyncEnd = now.Add(q.life + q.f.tick())
 		q.fellBack = false
 	}
 	if now.Before(q.resyncEnd) {
@@ -191,13 +221,14 @@ func (q *quota) missed(sent time.Time) {
 // has expired, limit / pods last seen, but no more than the grant until
 // every other pod's grant has expired too (Redis failed at most Timeout
 // after this pod's first failed round trip was sent, so theirs end by
-// then + life); a pod that never had a grant falls back at once.
+// then + their grant life: othersLife); a pod that never had a grant
+// falls back at once.
 func (q *quota) settle(now time.Time) {
 	perSec := q.grant
 	synced := now.Before(q.leaseEnd)
 	if !synced {
 		perSec = q.limit / int64(q.pods)
-		if !q.leaseEnd.IsZero() && now.Before(q.missedAt.Add(q.f.cfg.Timeout+q.life)) {
+		if !q.leaseEnd.IsZero() && now.Before(q.missedAt.Add(q.f.cfg.Timeout+othersLife(q.f.cfg, max(q.pods, int(q.f.podsSeen.Load()))))) {
 			perSec = min(perSec, q.grant)
 		}
 		q.fellBack = true

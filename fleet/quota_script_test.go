@@ -2,19 +2,26 @@ package fleet
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outbound-go/outbound/fleet/redistest"
 )
 
-// grantsOn runs quotaScript on srv for pods of a quota of limit (in
+// grantsOn runs the quota's op on srv for pods of a quota of limit (in
 // micro-requests per second, as the pods write it).
 type grantsOn struct {
-	t     *testing.T
-	rdb   *redis.Client
-	limit int64
+	t      *testing.T
+	rdb    *redis.Client
+	limit  int64
+	period int64 // ms: how old the fleet's totals may be (0: every tick counts every entry)
 }
 
 func newGrants(t *testing.T, limit int64) grantsOn {
@@ -28,10 +35,14 @@ func newGrants(t *testing.T, limit int64) grantsOn {
 // returns the grant and the live pods.
 func (g grantsOn) ask(pod string, want, ack int64) (grant, pods int64) {
 	g.t.Helper()
-	r, err := quotaScript.Run(context.Background(), g.rdb, []string{"q", "p"},
-		pod, g.limit, want, ack, g.limit, 1100, 5000, g.limit).Int64Slice()
+	argv := []any{"quota", 2, 10, "q", "p", pod, g.limit, want, ack, g.limit, 1100, 5000, g.limit, g.period, 1100}
+	rs, err := batchScript.Run(context.Background(), g.rdb, []string{"q", "p"}, argv...).Slice()
+	var r []int64
+	if err == nil && len(rs) == 1 {
+		r, _ = int64s(rs[0])
+	}
 	if err != nil || len(r) != 6 {
-		g.t.Fatalf("quotaScript: %v %v", r, err)
+		g.t.Fatalf("quota op: %v %v", rs, err)
 	}
 	return r[0], r[1]
 }
@@ -90,5 +101,107 @@ func TestGrantsAreMaxMinFair(t *testing.T) {
 	}
 	if a != 50 || b != 50 {
 		t.Errorf("grants a %d, b %d; want 50 each", a, b)
+	}
+}
+
+// TestQuotaTotalsFollowTheEntries: a pod's tick reads the fleet's
+// totals rather than every entry, and moves them by its own change. Over
+// a long mixed run of ticks, some reading the totals and some counting
+// every entry again, the totals' hold is always the sum of the entries'
+// holds, and the holds never sum above the limit: a pod is never granted
+// what another may still send at.
+func TestQuotaTotalsFollowTheEntries(t *testing.T) {
+	g := newGrants(t, 1000)
+	rng := rand.New(rand.NewPCG(1, 2))
+	pods := []string{"a", "b", "c", "d", "e"}
+	granted := map[string]int64{}
+	for step := range 400 {
+		g.period = 60_000 // the totals are fresh: the pod reads them alone
+		if step%7 == 0 {
+			g.period = 0 // count every entry again
+		}
+		p := pods[rng.IntN(len(pods))]
+		want := rng.Int64N(g.limit + 1)
+		if rng.IntN(4) == 0 {
+			want = 0
+		}
+		granted[p], _ = g.ask(p, want, granted[p])
+		entries, totals := g.hash()
+		var sum int64
+		for _, e := range entries {
+			sum += max(e[1], e[2])
+		}
+		if totals != sum {
+			t.Fatalf("step %d: the totals hold %d, the entries %d", step, totals, sum)
+		}
+		if sum > g.limit {
+			t.Fatalf("step %d: the pods hold %d of a limit of %d: %v", step, sum, g.limit, entries)
+		}
+	}
+}
+
+// hash reads the quota's hash: each pod's entry (d g a e), and the hold
+// of the fleet's totals.
+func (g grantsOn) hash() (map[string][4]int64, int64) {
+	g.t.Helper()
+	all, err := g.rdb.HGetAll(context.Background(), "q").Result()
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	entries := map[string][4]int64{}
+	var held int64
+	for k, v := range all {
+		f := strings.Fields(v)
+		n := make([]int64, len(f))
+		for i, x := range f {
+			n[i], _ = strconv.ParseInt(x, 10, 64)
+		}
+		switch {
+		case k == "#" && len(n) == 5:
+			held = n[1]
+		case len(n) == 4:
+			entries[k] = [4]int64(n)
+		default:
+			g.t.Fatalf("%s: %q in the quota's hash", k, v)
+		}
+	}
+	return entries, held
+}
+
+// TestQuotaRecountFigure measures the Redis CPU of one quota op that
+// counts every entry of a fleet of 1,000 pods again (once per tick of
+// the fleet, by the first pod to ask), and of one that reads the totals
+// alone (every other pod's): the figures of docs/fleet-redis.md, with
+// TestRedisCostFigures. It runs when OUTBOUND_FLEET_COST=1.
+func TestQuotaRecountFigure(t *testing.T) {
+	if os.Getenv("OUTBOUND_FLEET_COST") != "1" {
+		t.Skip("set OUTBOUND_FLEET_COST=1 to measure what a quota op costs Redis")
+	}
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	g := grantsOn{t: t, rdb: rdb, limit: 1e12}
+	end := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	fields := []any{}
+	for i := range 999 {
+		fields = append(fields, fmt.Sprintf("pod%04d", i), "1000000 1000000 1000000 "+end)
+	}
+	if err := rdb.HSet(context.Background(), "q", fields...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, period := range []int64{0, 3_600_000} {
+		g.period = period
+		g.ask("me", 1e6, 0) // the first counts, and writes the totals
+		before, _ := srv.CPU()
+		const n = 200
+		for range n {
+			g.ask("me", 1e6, 1e6)
+		}
+		after, _ := srv.CPU()
+		what := "reading the totals alone"
+		if period == 0 {
+			what = "counting 1,000 entries"
+		}
+		t.Logf("a quota op %s: %.0f µs of Redis CPU (each call its own batch)", what, float64((after-before).Microseconds())/n)
 	}
 }

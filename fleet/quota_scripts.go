@@ -1,7 +1,5 @@
 package fleet
 
-import "github.com/redis/go-redis/v9"
-
 // The fleet's quota of one system lives in the hash <base>:quota, one
 // field per pod (its holder name), whose value is "d g a e": the rate
 // the pod wanted (d), the rate granted to it (g), the rate it said it
@@ -16,76 +14,80 @@ import "github.com/redis/go-redis/v9"
 // What the scripts read there is input, as for the breaker: an entry
 // that is not four integers is deleted (rejected); an entry past its
 // expiry is deleted (a dead pod's share comes back by itself); a rate
-// above the limit, or an expiry past now + the calling pod's grant life,
-// is cut to it, in Redis too (capped); a pause key with no expiry is
+// above the limit, or an expiry past now + the longest grant life of any
+// pod, is cut to it, in Redis too (capped); a pause key with no expiry is
 // deleted (rejected), one past the calling pod's longest pause is cut to
 // it (capped).
 
-// quotaScript records what this pod wants and grants it its share
-// (KEYS: quota hash, pause key; ARGV: holder, limit, demand, ack, cap,
-// life ms, longest pause ms, lost cap). The share is this pod's max-min
-// fair share of the limit over the demands of the live pods (each pod
-// gets what it wants up to an equal split of what the others leave; when
-// every pod has what it wants, the rest is split evenly), cut to what
-// the other pods do not hold and to cap. A pod that was sending (ack
-// above 0) but has no entry finds the hash lost (deleted, or Redis
-// restarted or failed over between two ticks): the others it does not
-// see may still send at their shares, so it takes at most lost cap
-// (limit / pods last seen), and says so. It returns {grant, live pods,
-// pause ms left, rejected, capped, lost (0 or 1)}.
-var quotaScript = redis.NewScript(numbers + `
+// quotaOp records what this pod wants and grants it its share (KEYS:
+// quota hash, pause key; ARGV: holder, limit, demand, ack, cap, life ms,
+// longest pause ms, lost cap, period ms, longest life ms). The share is this pod's
+// max-min fair share of the limit over the demands of the live pods
+// (each pod gets what it wants up to an equal split of what the others
+// leave; when every pod has what it wants, the rest is split evenly),
+// cut to what the other pods do not hold and to cap. A pod that was
+// sending (ack above 0) but has no entry finds the hash lost (deleted,
+// or Redis restarted or failed over between two ticks): the others it
+// does not see may still send at their shares, so it takes at most lost
+// cap (limit / pods last seen), and says so. It returns {grant, live
+// pods, pause ms left, rejected, capped, lost (0 or 1)}.
+//
+// Its cost does not grow with the pods: the field "#" of the hash holds
+// the fleet's totals, "at held n f x": when they were counted (at, Redis
+// ms), what the pods hold (held, the sum of max(g, a) over the entries),
+// the live pods (n), and the fair level (f 1: each pod gets at most x) or
+// what every pod's demand leaves (f 0: each gets its demand and x / n).
+// A pod's op reads its own entry and the totals, and moves held by the
+// change of its own hold: the holds sum exactly as before, and an entry
+// that expires still counts until the next count (the safe side). Once
+// the totals are period old (the caller's tick), or do not read as such,
+// or disagree with the pod's own entry, the op reads every entry (full)
+// and counts them again: the whole hash is read at most once a tick of
+// the fleet, whatever the number of pods. The fair level lags by that
+// much; the limit never does.
+const quotaOp = counts + `
 local holder, L, d, a, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local life, bound = tonumber(ARGV[6]), tonumber(ARGV[7])
+local life, bound, period, most = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local lost = 0
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'hash' and kind ~= 'none' then
+local function entry(v)
+  if type(v) ~= 'string' then return nil end
+  local f1, f2, f3, f4 = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$')
+  local pd, pg, pa, pe = int(f1, M), int(f2, M), int(f3, M), int(f4, M)
+  if pd and pg and pa and pe then return pd, pg, pa, pe end
+  return nil
+end
+local got = redis.pcall('HMGET', KEYS[1], holder, '#')
+if got.err then
   redis.call('DEL', KEYS[1])
   rejected = rejected + 1
+  got = {false, false}
 end
-local all = redis.call('HGETALL', KEYS[1])
-local wants, held, mine = {d}, 0, false
-for i = 1, #all, 2 do
-  local k = all[i]
-  if k == holder then
-    mine = true
-  else
-    local f1, f2, f3, f4 = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+)$')
-    local pd, pg, pa, pe = int(f1, M), int(f2, M), int(f3, M), int(f4, M)
-    if not (pd and pg and pa and pe) then
-      redis.call('HDEL', KEYS[1], k)
-      rejected = rejected + 1
-    elseif pe <= now then
-      redis.call('HDEL', KEYS[1], k)
-    else
-      if pd > L or pg > L or pa > L or pe > now + life then
-        pd, pg, pa, pe = math.min(pd, L), math.min(pg, L), math.min(pa, L), math.min(pe, now + life)
-        redis.call('HSET', KEYS[1], k, fmt(pd) .. ' ' .. fmt(pg) .. ' ' .. fmt(pa) .. ' ' .. fmt(pe))
-        capped = capped + 1
-      end
-      wants[#wants + 1] = pd
-      held = held + math.max(pg, pa)
-    end
-  end
-end
+local mine, old = got[1], 0
+local od, og, oa = entry(mine)
+if od then old = math.max(math.min(og, L), math.min(oa, L)) end
 if not mine and a > 0 then
   cap = math.min(cap, tonumber(ARGV[8]))
   lost = 1
 end
-table.sort(wants)
-local n, left, level = #wants, L, nil
-for i = 1, n do
-  local each = left / (n - i + 1)
-  if wants[i] > each then
-    level = each
-    break
-  end
-  left = left - wants[i]
+local at, held, n, f, x, tail
+if type(got[2]) == 'string' then
+  local g1, g2, g3, g4, g5
+  g1, g2, tail, g3, g4, g5 = string.match(got[2], '^(%d+) (%d+) ((%d+) ([01]) (%d+))$')
+  at, held, n, f, x = int(g1, M), int(g2, M), int(g3, 1048576), int(g4, 1), int(g5, M)
 end
-local target
-if level then target = math.min(d, level) else target = d + left / n end
-local g = math.max(0, math.floor(math.min(target, L - held, cap)))
-redis.call('HSET', KEYS[1], holder, fmt(d) .. ' ' .. fmt(g) .. ' ' .. fmt(a) .. ' ' .. fmt(now + life))
-redis.call('PEXPIRE', KEYS[1], 2 * life)
+local fresh = at and held and n and f and x and n >= 1 and at <= now and now - at < period
+local others, target, pods
+if fresh and (od or not mine) and held >= old then
+  others, pods = held - old, n
+  if not mine then pods = n + 1 end
+  if f == 1 then target = math.min(d, x) else target = d + x / n end
+else
+` + quotaFull + `
+end
+local g = math.max(0, math.floor(math.min(target, L - others, cap)))
+held = others + math.max(g, a)
+redis.call('HSET', KEYS[1], holder, ARGV[3] .. ' ' .. fmt(g) .. ' ' .. ARGV[4] .. ' ' .. fmt(now + life),
+  '#', fmt(at) .. ' ' .. fmt(held) .. ' ' .. tail)
 local pause = redis.call('PTTL', KEYS[2])
 if pause == -1 then
   redis.call('DEL', KEYS[2])
@@ -98,15 +100,67 @@ elseif pause > bound then
 elseif pause < 0 then
   pause = 0
 end
-return {g, n, pause, rejected, capped, lost}
-`)
+return {g, pods, pause, rejected, capped, lost}
+`
 
-// pauseScript pauses the system for every pod (KEYS: pause key; ARGV:
+// quotaFull is quotaOp's count of every entry: it deletes the entries
+// that are garbage or past their expiry, cuts those past the limit or
+// the pod's life, and sets others (what the other pods hold), target
+// (this pod's fair share), pods, and the totals (at, n, f, x) it then
+// writes with held. An entry is cut to the longest life of any pod (a
+// pod's life follows its tick, which follows the pods it counts). The
+// hash's expiry is set here: it outlives its last writer by two of
+// those.
+const quotaFull = `
+local all = redis.call('HGETALL', KEYS[1])
+local wants = {d}
+others = 0
+for i = 1, #all, 2 do
+  local k = all[i]
+  if k ~= holder and k ~= '#' then
+    local pd, pg, pa, pe = entry(all[i + 1])
+    if not pd then
+      redis.call('HDEL', KEYS[1], k)
+      rejected = rejected + 1
+    elseif pe <= now then
+      redis.call('HDEL', KEYS[1], k)
+    else
+      if pd > L or pg > L or pa > L or pe > now + most then
+        pd, pg, pa, pe = math.min(pd, L), math.min(pg, L), math.min(pa, L), math.min(pe, now + most)
+        redis.call('HSET', KEYS[1], k, fmt(pd) .. ' ' .. fmt(pg) .. ' ' .. fmt(pa) .. ' ' .. fmt(pe))
+        capped = capped + 1
+      end
+      wants[#wants + 1] = pd
+      others = others + math.max(pg, pa)
+    end
+  end
+end
+table.sort(wants)
+local left, level = L, nil
+n = #wants
+for i = 1, n do
+  local each = left / (n - i + 1)
+  if wants[i] > each then
+    level = each
+    break
+  end
+  left = left - wants[i]
+end
+if level then
+  target, f, x = math.min(d, level), 1, math.floor(level)
+else
+  target, f, x = d + left / n, 0, left
+end
+at, pods, tail = now, n, fmt(n) .. ' ' .. f .. ' ' .. fmt(x)
+redis.call('PEXPIRE', KEYS[1], 2 * most)
+`
+
+// pauseOp pauses the system for every pod (KEYS: pause key; ARGV:
 // channel, system, ms): it sets the pause key for ms unless a longer
 // pause is in force, and then publishes "<system> pause <ms>". A burst
 // of 429s, from one pod or many, is one message. It returns {ms of the
 // pause in force, rejected}.
-var pauseScript = redis.NewScript(`
+const pauseOp = `
 local ms = tonumber(ARGV[3])
 local rejected = 0
 local left = redis.call('PTTL', KEYS[1])
@@ -120,4 +174,24 @@ if left < ms then
   left = ms
 end
 return {left, rejected}
-`)
+`
+
+// leaveOp gives this pod's share back (KEYS: quota hash; ARGV: holder,
+// limit), when its fleet closes: its entry goes, and its hold leaves the
+// totals. It returns {}.
+const leaveOp = `
+local got = redis.pcall('HMGET', KEYS[1], ARGV[1], '#')
+if got.err or not got[1] then return {} end
+redis.call('HDEL', KEYS[1], ARGV[1])
+local L = tonumber(ARGV[2])
+local f1, f2, f3, f4 = string.match(got[1], '^(%d+) (%d+) (%d+) (%d+)$')
+local og, oa = int(f2, M), int(f3, M)
+if type(got[2]) ~= 'string' or not (og and oa) then return {} end
+local at, held, rest = string.match(got[2], '^(%d+) (%d+) (.*)$')
+held = int(held, M)
+local old = math.max(math.min(og, L), math.min(oa, L))
+if held and held >= old then
+  redis.call('HSET', KEYS[1], '#', at .. ' ' .. fmt(held - old) .. ' ' .. rest)
+end
+return {}
+`

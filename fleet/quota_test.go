@@ -285,3 +285,36 @@ func TestFleetQuotaRedisCommandsFollowPodsAndTicks(t *testing.T) {
 		t.Errorf("100,000 calls cost %d commands a second, 1,000 cost %d: the cost follows the calls", fast, slow)
 	}
 }
+
+// TestQuotaReadsEveryPodOncePerTick: what a pod asks of the quota costs
+// Redis the same whatever the number of pods. Each pod's tick reads its
+// own entry and the fleet's totals; the entries of every pod are read
+// (to drop the dead, check what others wrote and even the shares out)
+// at most once per tick of the fleet, by whichever pod comes first. 10
+// pods, ticking every 200ms each, read the whole hash at most 5 times a
+// second, not 50.
+func TestQuotaReadsEveryPodOncePerTick(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	up := newArrivals(t, nil)
+	pods := startPods(t, 10, srv, "qonce", "local", up.URL, quotaEnv("200/s", nil))
+	settle(t, pods, 200)
+	if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	time.Sleep(2 * time.Second)
+	stats, err := srv.CommandStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs := time.Since(start).Seconds()
+	reads := float64(stats["hgetall"].Calls) / secs
+	t.Logf("10 pods, one quota: %.1f reads of the whole hash a second, %.1f batches (%v)", reads, float64(stats["evalsha"].Calls)/secs, stats)
+	if reads > 5+1 {
+		t.Errorf("the quota's hash was read whole %.1f times a second, want at most 5 (once per 200ms tick)", reads)
+	}
+	if sum := sumShares(pods, func(float64) bool { return true }); sum != 200 {
+		t.Errorf("the shares sum to %v/s, want the limit, 200/s", sum)
+	}
+}

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,8 +37,11 @@ func trustQuotaPods(t *testing.T, ns string) ([]*pod, foreign, func() (uint64, u
 // the quota's hash an entry that is not four numbers, a negative demand,
 // and a pod that holds a million times the limit for an hour. The first
 // two are deleted (Sync.Rejected); the last is cut to the limit and to
-// one grant life (Sync.Capped), so the pods share the whole limit again
-// within that life (1.1s with fleet.Config's defaults) and a little.
+// the longest grant life of any pod (Sync.Capped; 8.1s with
+// fleet.Config's defaults: a pod's life follows its tick, which follows
+// the number of pods, and an honest pod of a large fleet holds that
+// long), so the pods share the whole limit again within that life and a
+// little.
 func TestQuotaForgedSharesAreRejectedOrCapped(t *testing.T) {
 	t.Parallel()
 	pods, f, counts := trustQuotaPods(t, "qforged")
@@ -53,13 +57,30 @@ func TestQuotaForgedSharesAreRejectedOrCapped(t *testing.T) {
 	if v := f.do(t, "HGET", quota, "garbage"); v != "" {
 		t.Errorf("the garbage is still there: %q", v)
 	}
-	waitFor(t, 3*time.Second, "the pods share the limit again", func() bool {
+	if e := hogEnd(t, f.do(t, "HGET", quota, "hog")); e > ms(forged.Add(8100*time.Millisecond+time.Second)) {
+		t.Errorf("the hog's entry ends %v after it was written, want at most the longest grant life (8.1s)", time.Duration(e-ms(forged))*time.Millisecond)
+	}
+	waitFor(t, 10*time.Second, "the pods share the limit again", func() bool {
 		return sumShares(pods, func(s float64) bool { return s >= 49.99 }) == 100
 	})
 	t.Logf("a forged pod holding 10^6 x the limit for an hour: the pods had the limit back %v after it was written", time.Since(forged))
 	if v := f.do(t, "HGET", quota, "hog"); v != "" {
 		t.Errorf("the hog is still there: %q", v)
 	}
+}
+
+// hogEnd is the end (Unix ms) of a quota entry "d g a e", as read.
+func hogEnd(t *testing.T, v string) int64 {
+	t.Helper()
+	f := strings.Fields(v)
+	if len(f) != 4 {
+		return 0 // gone already
+	}
+	e, err := strconv.ParseInt(f[3], 10, 64)
+	if err != nil {
+		t.Fatalf("the hog's entry %q", v)
+	}
+	return e
 }
 
 // TestQuotaLostInRedisCostsNoOvershoot: the quota's hash is deleted, or

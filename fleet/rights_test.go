@@ -18,7 +18,9 @@ import (
 // write keys and publish. A Redis user (ACL) that lacks any of them
 // shares no evidence and no state, so the pod shows not synced, with
 // Redis's refusal as the cause (the password hidden), and its calls run
-// on the local breaker. A user with every right syncs.
+// on the local breaker. A user with every right syncs, and so does one
+// with the least rights the fleet's guide gives, on its keys and channel
+// alone.
 func TestRedisUserWithoutRightsIsNotSynced(t *testing.T) {
 	srv := redistest.Start(t)
 	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
@@ -28,6 +30,9 @@ func TestRedisUserWithoutRightsIsNotSynced(t *testing.T) {
 		ok    bool
 	}{
 		{"everything", []string{"+@all"}, true},
+		// The least the fleet needs, as docs/fleet-redis.md gives it.
+		{"least", []string{"resetkeys", "~outbound:fleet:*", "resetchannels", "&outbound:fleet:*",
+			"-@all", "+evalsha", "+eval", "+script|load", "+time", "+@read", "+@write", "+publish", "+subscribe", "+unsubscribe", "+@connection"}, true},
 		{"noscripts", []string{"+@all", "-eval", "-evalsha", "-@scripting"}, false},
 		{"nopublish", []string{"+@all", "-publish"}, false},
 		{"nowrites", []string{"+@all", "-@write", "+publish"}, false},

@@ -20,14 +20,14 @@ import (
 // Probe leases of the open state of version v are <base>:probe:<v>:<i>,
 // i in 1..HALF_OPEN_PROBES, taken with SET NX PX.
 //
-// Other clients can write under the namespace too, so every script reads
+// Other clients can write under the namespace too, so every op reads
 // these keys as input (head and the window's loop):
 //   - a version is an integer in [0, maxVersion] (Lua numbers are doubles,
 //     exact below 2^53); the change after maxVersion is version 1;
 //   - s is 0 or 1, u an integer ms; an open time past now + the calling
 //     pod's BREAKER_OPEN_TIMEOUT is cut to it, in Redis too;
-//   - a state that breaks these rules, or a key of the wrong type, is
-//     garbage: deleted, and read as no state at all (closed, version 0),
+//   - a state that breaks these rules, or a key of the wrong type (its
+//     read fails, in redis.pcall), is garbage: deleted, and read as no state at all (closed, version 0),
 //     which the pods then write over;
 //   - a window field that is not r<bucket> or f<bucket> with a count, a
 //     bucket in the future, or more failures than requests, is deleted;
@@ -37,19 +37,20 @@ import (
 // Numbers are written with string.format('%d'): Lua's own tostring writes
 // 1e+15 from 10^15.
 //
-// Every script returns {v, s, ms left open (negative: half-open),
-// rejected, capped, ...}: the state after it ran, the values it found
-// malformed and the open times it cut, then its own values. Its ARGV
-// begin with the same four: base, channel, system, open ms.
+// Each of these is an op of the batch script (batch.go): a function of
+// its own KEYS and ARGV. Every op of a breaker returns {v, s, ms left
+// open (negative: half-open), rejected, capped, ...}: the state after it
+// ran, the values it found malformed and the open times it cut, then its
+// own values. Its ARGV begin with the same four: base, channel, system,
+// open ms.
 
-// numbers reads Redis's clock (now, in ms) and defines how every script
-// reads a number it did not write (int: an integer in [0, hi], or nil)
-// and writes one (fmt), and the counts of what it rejected and capped.
-const numbers = `
+// clock reads Redis's clock (now, in ms), once per batch, and defines
+// how every op reads a number it did not write (int: an integer in
+// [0, hi], or nil) and writes one (fmt).
+const clock = `
 local M = 9007199254740991
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local rejected, capped = 0, 0
 local function int(x, hi)
   if type(x) ~= 'string' and type(x) ~= 'number' then return nil end
   local n = tonumber(x)
@@ -59,22 +60,28 @@ end
 local function fmt(n) return string.format('%d', n) end
 `
 
-// head reads the clock and the state, and defines how a change is
-// written and published.
-const head = numbers + `
+// counts starts the counts of what an op rejected and capped.
+const counts = `
+local rejected, capped = 0, 0
+`
+
+// head reads the state, and defines how a change is written and
+// published.
+const head = counts + `
 local base, channel, system, open = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local function garbage(key)
   redis.call('DEL', key)
   rejected = rejected + 1
 end
 local v, s, u = 0, 0, 0
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind == 'hash' then
-  local st = redis.call('HMGET', KEYS[1], 'v', 's', 'u')
-  local nv, ns, nu = int(st[1], M), int(st[2], 1), int(st[3], M)
-  if nv and ns and nu then v, s, u = nv, ns, nu else garbage(KEYS[1]) end
-elseif kind ~= 'none' then
+local st = redis.pcall('HGETALL', KEYS[1])
+if st.err then
   garbage(KEYS[1])
+elseif #st > 0 then
+  local h = {}
+  for i = 1, #st, 2 do h[st[i]] = st[i + 1] end
+  local nv, ns, nu = int(h.v, M), int(h.s, 1), int(h.u, M)
+  if nv and ns and nu then v, s, u = nv, ns, nu else garbage(KEYS[1]) end
 end
 if s == 1 and u > now + open then
   u = now + open
@@ -102,7 +109,7 @@ local function reply(...)
 end
 `
 
-// syncScript adds a pod's counts to the window of the closed state (ARGV
+// syncOp adds a pod's counts to the window of the closed state (ARGV
 // after the four: requests, failures, bucket ms, buckets, min requests,
 // failure ratio), drops buckets older than the window, and trips the
 // state open when the fleet's totals break the rule. It returns the
@@ -112,21 +119,24 @@ end
 // its counts, so a window nobody writes to expires. An override that is
 // not "open" or "closed", or a key of another type, is garbage; one with
 // no expiry or past maxForce is cut to maxForce.
-var syncScript = redis.NewScript(head + `
+var syncOp = head + `
 local R, F = 0, 0
 if s == 0 then
   local win = base .. ':win:' .. fmt(v)
   local req, fail = tonumber(ARGV[5]), tonumber(ARGV[6])
   local bms, n = tonumber(ARGV[7]), tonumber(ARGV[8])
   local b = math.floor(now / bms)
-  local wk = redis.call('TYPE', win)['ok']
-  if wk ~= 'hash' and wk ~= 'none' then garbage(win) end
-  local all = redis.call('HGETALL', win)
+  local all = redis.pcall('HGETALL', win)
+  if all.err then
+    garbage(win)
+    all = {}
+  end
   local r, f = {}, {}
   for i = 1, #all, 2 do
     local k, x = all[i], int(all[i + 1], M)
-    local side, at = string.sub(k, 1, 1), int(string.sub(k, 2), M)
-    if not x or not at or (side ~= 'r' and side ~= 'f') or k ~= side .. fmt(at) or at > b then
+    local side, digits = string.match(k, '^([rf])([1-9]%d*)$')
+    local at = tonumber(digits)
+    if not x or not at or at > b then
       redis.call('HDEL', win, k)
       rejected = rejected + 1
     elseif at <= b - n then
@@ -147,8 +157,9 @@ if s == 0 then
   for _, x in pairs(r) do R = R + x end
   for _, x in pairs(f) do F = F + x end
   if req > 0 then
-    redis.call('HINCRBY', win, 'r' .. fmt(b), req)
-    if fail > 0 then redis.call('HINCRBY', win, 'f' .. fmt(b), fail) end
+    local at = fmt(b)
+    redis.call('HINCRBY', win, 'r' .. at, req)
+    if fail > 0 then redis.call('HINCRBY', win, 'f' .. at, fail) end
     redis.call('PEXPIRE', win, bms * (n + 1))
     R, F = R + req, F + fail
   end
@@ -158,9 +169,10 @@ if s == 0 then
   end
 end
 local fs, fms = 0, 0
-local fk = redis.call('TYPE', KEYS[2])['ok']
-if fk == 'string' then
-  local val = redis.call('GET', KEYS[2])
+local val = redis.pcall('GET', KEYS[2])
+if type(val) == 'table' then
+  garbage(KEYS[2])
+elseif val then
   if val == 'open' then fs = 1 elseif val == 'closed' then fs = 2 else garbage(KEYS[2]) end
   if fs > 0 then
     fms = redis.call('PTTL', KEYS[2])
@@ -170,31 +182,29 @@ if fk == 'string' then
       capped = capped + 1
     end
   end
-elseif fk ~= 'none' then
-  garbage(KEYS[2])
 end
 return reply(R, F, fs, fms)
-`)
+`
 
 // maxForceMS is maxForce in ms, as the scripts write it.
 var maxForceMS = strconv.FormatInt(maxForce.Milliseconds(), 10)
 
-// tripScript opens the closed state of version ARGV[5]: a pod's own
+// tripOp opens the closed state of version ARGV[5]: a pod's own
 // breaker tripped. A stale version changes nothing.
-var tripScript = redis.NewScript(head + `
+const tripOp = head + `
 local ver = int(ARGV[5], M)
 if ver and v == ver and s == 0 then
   set(after(), 1, now + open)
 end
 return reply()
-`)
+`
 
-// probeScript records the result of a half-open probe of the open state
+// probeOp records the result of a half-open probe of the open state
 // of version ARGV[5] (then: 1 success or 0 failure, probes): a failure
 // opens again, the last of HALF_OPEN_PROBES successes closes. A stale
 // version, or a state still open, changes nothing: a writer that missed a
 // change can never undo it.
-var probeScript = redis.NewScript(head + `
+const probeOp = head + `
 local ver = int(ARGV[5], M)
 if ver and v == ver and s == 1 and now >= u then
   if ARGV[6] == '1' then
@@ -212,12 +222,12 @@ if ver and v == ver and s == 1 and now >= u then
   end
 end
 return reply()
-`)
+`
 
-// leaseScript takes one probe lease of the half-open state of version
+// leaseOp takes one probe lease of the half-open state of version
 // ARGV[5] (then: probes, lease ms, holder). It returns the lease number,
 // or 0.
-var leaseScript = redis.NewScript(head + `
+const leaseOp = head + `
 local ver, lease = int(ARGV[5], M), tonumber(ARGV[7])
 if ver and v == ver and s == 1 and now >= u then
   for i = 1, tonumber(ARGV[6]) do
@@ -233,13 +243,13 @@ if ver and v == ver and s == 1 and now >= u then
   end
 end
 return reply(0)
-`)
+`
 
-// restoreScript writes back a state Redis lost (ARGV[5..7]: version, s,
+// restoreOp writes back a state Redis lost (ARGV[5..7]: version, s,
 // ms left): it applies only when Redis holds an older version, as after a
 // restart that came back empty, and only a state the pods accept (a
 // version in range, open at most BREAKER_OPEN_TIMEOUT).
-var restoreScript = redis.NewScript(head + `
+const restoreOp = head + `
 local ver, ns, ms = int(ARGV[5], M), int(ARGV[6], 1), int(ARGV[7], open)
 if not (ver and ns and ms) then
   rejected = rejected + 1
@@ -249,7 +259,7 @@ elseif v < ver then
   set(ver, ns, nu)
 end
 return reply()
-`)
+`
 
 // forceScript writes an operator's override (KEYS[1]; ARGV: channel,
 // system, state, ms): "open" or "closed" for ms, or, state "", none; and
@@ -282,9 +292,6 @@ local e = need('to write its keys (SET)', 'SET', KEYS[1], '1', 'PX', ARGV[3])
 if e then return e end
 return 1
 `)
-
-var scripts = []*redis.Script{syncScript, tripScript, probeScript, leaseScript, restoreScript, checkScript,
-	quotaScript, pauseScript, forceScript}
 
 // maxVersion is the largest version a pod accepts, and the largest Redis
 // holds: versions are Lua numbers in Redis, doubles, exact below 2^53.

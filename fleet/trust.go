@@ -4,8 +4,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // This file reads what comes from Redis (the scripts' replies) and from
@@ -51,12 +49,11 @@ func (c *circuit) readState(ver, s, ms int64) (state, bool) {
 	return st, true
 }
 
-// readReply checks a script's reply {v, s, ms left, rejected, capped,
-// more...}: the state, and the more values that follow it. What the
-// script found malformed or cut in Redis is added to the counts.
-func (c *circuit) readReply(cmd *redis.Cmd, more int) (state, []int64, bool) {
-	r, err := cmd.Int64Slice()
-	if err != nil || len(r) != 5+more || r[3] < 0 || r[4] < 0 {
+// readReply checks an op's reply {v, s, ms left, rejected, capped,
+// more...}: the state, and the more values that follow it. What the op
+// found malformed or cut in Redis is added to the counts.
+func (c *circuit) readReply(r []int64, more int) (state, []int64, bool) {
+	if len(r) != 5+more || r[3] < 0 || r[4] < 0 {
 		c.f.rejected.Add(1)
 		return state{}, nil, false
 	}

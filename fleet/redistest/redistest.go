@@ -30,27 +30,42 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	args []string // more arguments of redis-server (a cluster node's)
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed once cmd has exited
 }
 
 // Start starts a redis-server on a free loopback port and stops it when
 // the test ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		msg := "redis-server not installed (apt-get install redis-server): the fleet tests need a real Redis"
-		if os.Getenv("CI") == "true" {
-			tb.Fatal(msg)
-		}
-		tb.Skip(msg)
-	}
-	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), port: freePort(tb)}
+	s := &Server{tb: tb, bin: serverBin(tb), dir: tb.TempDir(), port: freePort(tb)}
 	s.start()
 	tb.Cleanup(s.Kill)
 	return s
+}
+
+// serverBin finds redis-server, or skips the test (fails it under
+// CI=true).
+func serverBin(tb testing.TB) string {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		skipOrFail(tb, "redis-server not installed (apt-get install redis-server): the fleet tests need a real Redis")
+	}
+	return bin
+}
+
+// skipOrFail skips the test with msg, or fails it under CI=true, so
+// that CI cannot pass by skipping.
+func skipOrFail(tb testing.TB, msg string) {
+	tb.Helper()
+	if os.Getenv("CI") == "true" {
+		tb.Fatal(msg)
+	}
+	tb.Skip(msg)
 }
 
 func freePort(tb testing.TB) int {
@@ -70,24 +85,45 @@ func (s *Server) URL() string { return "redis://" + s.Addr() }
 
 func (s *Server) start() {
 	s.tb.Helper()
-	cmd := exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning")
-	cmd.Stdout, cmd.Stderr = nil, nil
-	if err := cmd.Start(); err != nil {
-		s.tb.Fatalf("redistest: start redis-server: %v", err)
+	if err := s.launch(); err != nil {
+		s.tb.Fatalf("redistest: %v", err)
 	}
+}
+
+// launch starts redis-server and waits until it answers PING, for at
+// most 10s; it fails at once when the process exits first (a port taken
+// meanwhile).
+func (s *Server) launch() error {
+	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--loglevel", "warning"}, s.args...)
+	cmd := exec.Command(s.bin, args...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
 	s.mu.Lock()
-	s.cmd = cmd
+	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		select {
+		case <-done:
+			s.Kill()
+			return fmt.Errorf("redis-server on %s exited: %s", s.Addr(), strings.TrimSpace(out.String()))
+		default:
+		}
 		if s.ping() {
-			return
+			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	s.Kill()
-	s.tb.Fatalf("redistest: redis-server on %s did not answer PING within 10s", s.Addr())
+	return fmt.Errorf("redis-server on %s did not answer PING within 10s", s.Addr())
 }
 
 // ping sends PING on a fresh connection and reports whether PONG came back.
@@ -109,7 +145,7 @@ func (s *Server) ping() bool {
 // a no-op when the server is not running.
 func (s *Server) Kill() {
 	s.mu.Lock()
-	cmd := s.cmd
+	cmd, done := s.cmd, s.done
 	s.cmd = nil
 	s.mu.Unlock()
 	if cmd == nil {
@@ -117,7 +153,7 @@ func (s *Server) Kill() {
 	}
 	cmd.Process.Signal(syscall.SIGCONT) // a paused process must run to die cleanly
 	cmd.Process.Kill()
-	cmd.Wait()
+	<-done
 }
 
 // Pause stops the server's process (SIGSTOP): connections stay open and
@@ -188,20 +224,79 @@ func (s *Server) Do(words ...string) (string, error) {
 // or since the last CONFIG RESETSTAT, from INFO commandstats, keyed by
 // lower-case command name ("evalsha", "publish").
 func (s *Server) CommandCalls() (map[string]int, error) {
+	stats, err := s.CommandStats()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int, len(stats))
+	for name, st := range stats {
+		out[name] = st.Calls
+	}
+	return out, nil
+}
+
+// CommandStat is one command's line of INFO commandstats: its calls and
+// the CPU time Redis spent running them, in microseconds (for a script:
+// everything the script ran).
+type CommandStat struct {
+	Calls int
+	Usec  int64
+}
+
+// CommandStats returns INFO commandstats since the server started or
+// since the last CONFIG RESETSTAT, keyed by lower-case command name.
+func (s *Server) CommandStats() (map[string]CommandStat, error) {
 	info, err := s.Do("INFO", "commandstats")
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int{}
+	return ParseCommandStats(info), nil
+}
+
+// ParseCommandStats reads the text of INFO commandstats
+// (cmdstat_evalsha:calls=12,usec=340,...).
+func ParseCommandStats(info string) map[string]CommandStat {
+	out := map[string]CommandStat{}
 	for line := range strings.Lines(info) {
-		// cmdstat_evalsha:calls=12,usec=...
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok || !strings.HasPrefix(name, "cmdstat_") {
 			continue
 		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-		n, _ := strconv.Atoi(calls)
-		out[strings.TrimPrefix(name, "cmdstat_")] = n
+		var st CommandStat
+		for field := range strings.SplitSeq(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			switch k {
+			case "calls":
+				st.Calls, _ = strconv.Atoi(v)
+			case "usec":
+				st.Usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = st
 	}
-	return out, nil
+	return out
+}
+
+// CPU returns the CPU time the server's process has used since it
+// started (INFO cpu: used_cpu_user + used_cpu_sys), which counts what
+// INFO commandstats does not: reading and writing the sockets.
+func (s *Server) CPU() (time.Duration, error) {
+	info, err := s.Do("INFO", "cpu")
+	if err != nil {
+		return 0, err
+	}
+	return ParseCPU(info), nil
+}
+
+// ParseCPU reads used_cpu_user and used_cpu_sys from the text of INFO cpu.
+func ParseCPU(info string) time.Duration {
+	var secs float64
+	for line := range strings.Lines(info) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			f, _ := strconv.ParseFloat(v, 64)
+			secs += f
+		}
+	}
+	return time.Duration(secs * float64(time.Second))
 }

@@ -1,0 +1,197 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A round trip carries one script call per Redis master, whatever the
+// number of systems: the batch script runs, in order, the ops of every
+// system whose keys that master holds (one Redis: every system). Its
+// ARGV hold, for each op, its name, its number of keys and of arguments,
+// its keys, then its arguments; it returns one reply per op, in order.
+//
+// On a single Redis the script declares every key in KEYS. On Redis
+// Cluster the keys of different systems lie in different slots, and a
+// script's declared keys must share one (CROSSSLOT): it declares the
+// keys of its first op alone, which route the call to the master of that
+// slot, and finds the others in ARGV. clusterBatchScript declares
+// allow-cross-slot-keys (Redis 7.0 or later), which lets a script touch
+// keys of other slots that the same master holds; the fleet sends each
+// master the ops of the systems whose slots it holds. The keys of one
+// system share one slot (keyBase's hash tag), so an op may touch the keys
+// it builds from its own.
+
+// opBodies are the ops of the batch script by name.
+var opBodies = []struct{ name, body string }{
+	{"sync", syncOp}, {"trip", tripOp}, {"probe", probeOp}, {"lease", leaseOp}, {"restore", restoreOp},
+	{"quota", quotaOp}, {"pause", pauseOp}, {"leave", leaveOp}, {"presence", presenceOp}, {"depart", departOp},
+}
+
+// dispatch runs the ops of ARGV in order.
+const dispatch = `
+local out, a = {}, 1
+while a <= #ARGV do
+  local name, nk, na = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local keys, argv = {}, {}
+  for j = 1, nk do keys[j] = ARGV[a + 2 + j] end
+  for j = 1, na do argv[j] = ARGV[a + 2 + nk + j] end
+  a = a + 3 + nk + na
+  out[#out + 1] = ops[name](keys, argv)
+end
+return out
+`
+
+// batchSource is the batch script's text, after head (a shebang line or
+// nothing).
+func batchSource(head string) string {
+	var b strings.Builder
+	b.WriteString(head)
+	b.WriteString(clock)
+	b.WriteString("local ops = {}\n")
+	for _, o := range opBodies {
+		fmt.Fprintf(&b, "ops[%q] = function(KEYS, ARGV)\n%s\nend\n", o.name, o.body)
+	}
+	b.WriteString(dispatch)
+	return b.String()
+}
+
+// batchScript runs a batch on a single Redis; clusterBatchScript on a
+// master of a Redis Cluster.
+var (
+	batchScript        = redis.NewScript(batchSource(""))
+	clusterBatchScript = redis.NewScript(batchSource("#!lua flags=allow-cross-slot-keys\n"))
+)
+
+// op is one op of a round trip: what it sends, and what to do with its
+// reply.
+type op struct {
+	name string
+	keys []string
+	args []any
+	// done applies the reply (err nil), or takes its absence: err is the
+	// batch's error, or errShape when the reply is not a list of numbers.
+	done func(r []int64, err error)
+	undo func() // the op was not delivered: put back what was taken for it
+}
+
+// errShape is the error of a reply that no op could have sent.
+var errShape = fmt.Errorf("fleet: a reply of the wrong shape")
+
+// batch is the ops of one round trip sent to one master, and its call.
+type batch struct {
+	ops []*op
+	cmd *redis.Cmd
+}
+
+// send adds to pipe one call of the batch script per master for ops, in
+// order within each.
+func (f *Fleet) send(ctx context.Context, pipe redis.Pipeliner, ops []*op) []*batch {
+	var out []*batch
+	byNode := map[string]*batch{}
+	for _, o := range ops {
+		node := f.nodeOf(ctx, o.keys[0])
+		b := byNode[node]
+		if b == nil {
+			b = &batch{}
+			byNode[node] = b
+			out = append(out, b)
+		}
+		b.ops = append(b.ops, o)
+	}
+	for _, b := range out {
+		keys, argv := b.args(f.batch == clusterBatchScript)
+		b.cmd = f.batch.EvalSha(ctx, pipe, keys, argv...)
+	}
+	return out
+}
+
+// args are the batch script's KEYS and ARGV for b's ops: KEYS every key,
+// or on a cluster the first op's alone.
+func (b *batch) args(cluster bool) ([]string, []any) {
+	var keys []string
+	var argv []any
+	for i, o := range b.ops {
+		if !cluster || i == 0 {
+			keys = append(keys, o.keys...)
+		}
+		argv = append(argv, o.name, len(o.keys), len(o.args))
+		for _, k := range o.keys {
+			argv = append(argv, k)
+		}
+		argv = append(argv, o.args...)
+	}
+	return keys, argv
+}
+
+// nodeOf is the address of the master that holds key on a cluster, ""
+// on a single Redis (or when the cluster's map is unknown: the call then
+// goes where key's slot says, and fails if another key is elsewhere).
+func (f *Fleet) nodeOf(ctx context.Context, key string) string {
+	cc, ok := f.rdb.(*redis.ClusterClient)
+	if !ok {
+		return ""
+	}
+	c, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return ""
+	}
+	return c.Options().Addr
+}
+
+// settle hands each op its reply, or the batch's error. It returns that
+// error.
+func (b *batch) settle() error {
+	if err := b.cmd.Err(); err != nil {
+		for _, o := range b.ops {
+			if o.undo != nil {
+				o.undo()
+			}
+			o.done(nil, err)
+		}
+		return err
+	}
+	rs, err := b.cmd.Slice()
+	if err != nil || len(rs) != len(b.ops) {
+		rs = make([]any, len(b.ops)) // each op takes its nil as errShape
+	}
+	for i, o := range b.ops {
+		r, ok := int64s(rs[i])
+		if !ok {
+			o.done(nil, errShape)
+			continue
+		}
+		o.done(r, nil)
+	}
+	return nil
+}
+
+// int64s reads one op's reply: a list of integers.
+func int64s(v any) ([]int64, bool) {
+	l, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]int64, len(l))
+	for i, x := range l {
+		n, ok := x.(int64)
+		if !ok {
+			return nil, false
+		}
+		out[i] = n
+	}
+	return out, true
+}
+
+// runOps runs ops in one batch now, outside the loop (a quota's first
+// share, a pod's shares given back), bounded by ctx: the keys of all of
+// them on one master.
+func (f *Fleet) runOps(ctx context.Context, ops ...*op) error {
+	b := &batch{ops: ops}
+	keys, argv := b.args(f.batch == clusterBatchScript)
+	b.cmd = f.batch.Run(ctx, f.rdb, keys, argv...)
+	return b.settle()
+}

@@ -1,0 +1,305 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/fleet"
+	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest"
+	"github.com/outbound-go/outbound/outboundtest/registrytest"
+	"github.com/outbound-go/outbound/registry"
+)
+
+// The fleet on a Redis Cluster of three masters: the breaker's and the
+// quota's own tests, with one system on each master, so that every round
+// trip talks to all three.
+
+// TestOnRedisCluster runs the fleet's core behaviours on one cluster,
+// each in a namespace of its own.
+func TestOnRedisCluster(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	t.Run("breaker opens every pod and recovers", func(t *testing.T) { clusterBreaker(t, cl) })
+	t.Run("quota holds the limit across pods", func(t *testing.T) { clusterQuota(t, cl) })
+	t.Run("a 429 pauses every pod", func(t *testing.T) { clusterPause(t, cl) })
+}
+
+// spread returns three system names whose keys in namespace ns land on
+// the three masters of cl, one each.
+func spread(t *testing.T, cl *redistest.Cluster, ns string) []string {
+	t.Helper()
+	seen := map[*redistest.Server]string{}
+	for i := 0; len(seen) < len(cl.Nodes) && i < 100; i++ {
+		name := fmt.Sprintf("sys%d", i)
+		n, err := cl.NodeOf("outbound:fleet:{" + ns + ":" + name + "}:state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := seen[n]; !ok {
+			seen[n] = name
+		}
+	}
+	if len(seen) != len(cl.Nodes) {
+		t.Fatalf("no system names on every master: %v", seen)
+	}
+	return slices.Sorted(maps.Values(seen))
+}
+
+// multiPod is one pod with several systems.
+type multiPod struct {
+	reg     *registry.Registry
+	fleet   *fleet.Fleet
+	clients map[string]*registry.Client
+}
+
+// startMultiPods starts n pods of the systems in bases (name: base URL)
+// on at, namespace ns, each system with the variables of env (without
+// its prefix: BREAKER_SCOPE, RATE_LIMIT, ...).
+func startMultiPods(t *testing.T, n int, at redisAt, ns string, bases map[string]string, env map[string]string) []*multiPod {
+	t.Helper()
+	vars := map[string]string{"OUTBOUND_FLEET_REDIS_URL": at.URL(), "OUTBOUND_FLEET_NAMESPACE": ns,
+		"OUTBOUND_SYSTEMS": strings.Join(slices.Sorted(maps.Keys(bases)), ",")}
+	for name, base := range bases {
+		p := strings.ToUpper(name) + "_"
+		vars[p+"BASE_URL"], vars[p+"RETRIES"] = base, "0"
+		for k, v := range env {
+			vars[p+k] = v
+		}
+	}
+	var pods []*multiPod
+	for range n {
+		f, err := fleet.New(context.Background(), fleet.Config{RedisURL: at.URL(), Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		p := &multiPod{fleet: f, reg: registrytest.New(t, vars, registrytest.With(f.Option())), clients: map[string]*registry.Client{}}
+		for name := range bases {
+			p.clients[name] = p.reg.MustClient(name)
+		}
+		pods = append(pods, p)
+	}
+	for _, p := range pods {
+		waitFor(t, 5*time.Second, "in sync", func() bool { return p.fleet.Sync().Synced })
+	}
+	return pods
+}
+
+// everyMasterRanScripts fails the test unless every master of cl ran the
+// fleet's scripts.
+func everyMasterRanScripts(t *testing.T, cl *redistest.Cluster) {
+	t.Helper()
+	for _, n := range cl.Nodes {
+		st, err := n.CommandStats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st["evalsha"].Calls+st["eval"].Calls == 0 {
+			t.Errorf("master %s ran no script: the fleet did not talk to it (%v)", n.Addr(), st)
+		}
+	}
+}
+
+// clusterBreaker: 5 pods call 3 dead upstreams (one system per master),
+// one call per pod and system every 20ms: on every system every pod's
+// breaker opens, within 100ms (p99) of the first; once the upstreams
+// heal, every breaker closes again.
+func clusterBreaker(t *testing.T, cl *redistest.Cluster) {
+	names := spread(t, cl, "cbreaker")
+	var healthy atomic.Bool
+	bases := map[string]string{}
+	for _, name := range names {
+		up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !healthy.Load() {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+		}))
+		bases[name] = up.URL
+	}
+	pods := startMultiPods(t, 5, cl, "cbreaker", bases, map[string]string{
+		"BREAKER_SCOPE": "fleet", "BREAKER_OPEN_TIMEOUT": "500ms", "BREAKER_HALF_OPEN_PROBES": "1"})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	opened := map[string][]time.Time{}
+	var wg sync.WaitGroup
+	for _, p := range pods {
+		for name, c := range p.clients {
+			wg.Go(func() {
+				for ctx.Err() == nil && c.Status().Breaker != observe.BreakerOpen {
+					get(ctx, c)
+					time.Sleep(20 * time.Millisecond)
+				}
+				mu.Lock()
+				opened[name] = append(opened[name], time.Now())
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("not every pod's breaker opened within 20s")
+	}
+	var lags []time.Duration
+	for _, at := range opened {
+		first := slices.MinFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+		for _, o := range at {
+			lags = append(lags, o.Sub(first))
+		}
+	}
+	t.Logf("3 systems on 3 masters: every pod open after the first, p50 %v, p99 %v", pct(lags, .5), pct(lags, .99))
+	if p99 := pct(lags, .99); p99 > 100*time.Millisecond {
+		t.Errorf("every pod open %v (p99) after the first, want <= 100ms", p99)
+	}
+	healthy.Store(true)
+	for _, p := range pods {
+		for name, c := range p.clients {
+			waitFor(t, 5*time.Second, name+" closed again", func() bool {
+				get(ctx, c)
+				return c.Status().Breaker == observe.BreakerClosed
+			})
+		}
+	}
+	everyMasterRanScripts(t, cl)
+}
+
+// clusterQuota: 10 pods x 8 callers on each of 3 systems at
+// RATE_LIMIT=200/s, scope fleet, one system per master, for 5s: at each
+// upstream every 1s window holds at most 210 (limit + burst) and at least
+// 190 a second are served on average.
+func clusterQuota(t *testing.T, cl *redistest.Cluster) {
+	names := spread(t, cl, "cquota")
+	ups, bases := map[string]*arrivals{}, map[string]string{}
+	for _, name := range names {
+		ups[name] = newArrivals(t, nil)
+		bases[name] = ups[name].URL
+	}
+	pods := startMultiPods(t, 10, cl, "cquota", bases, clusterQuotaEnv)
+	for _, name := range names {
+		settle(t, podsOf(pods, name), 200)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var served atomic.Int64
+	start := time.Now()
+	for _, name := range names {
+		for _, p := range podsOf(pods, name) {
+			drive(ctx, &wg, p, 8, 0, &served)
+		}
+	}
+	time.Sleep(5 * time.Second)
+	end := time.Now()
+	cancel()
+	wg.Wait()
+	for _, name := range names {
+		ws := windows(ups[name].since(start), start, end, time.Second)
+		total := 0
+		for _, n := range ws {
+			total += n
+		}
+		avg := float64(total) / float64(len(ws))
+		t.Logf("%s: 1s windows %v, average %.1f/s", name, ws, avg)
+		if m := slices.Max(ws); m > 210 {
+			t.Errorf("%s: a 1s window held %d requests, want at most 210", name, m)
+		}
+		if avg < 190 {
+			t.Errorf("%s: %.1f requests/s on average, want at least 190", name, avg)
+		}
+	}
+	everyMasterRanScripts(t, cl)
+}
+
+// podsOf is the pods' clients of system name, as pods of one system.
+func podsOf(pods []*multiPod, name string) []*pod {
+	var out []*pod
+	for _, p := range pods {
+		out = append(out, &pod{reg: p.reg, fleet: p.fleet, c: p.clients[name]})
+	}
+	return out
+}
+
+// clusterQuotaEnv is the settings of the cluster's quota tests: 200/s,
+// scope fleet, requests waiting up to 2s for a token.
+var clusterQuotaEnv = map[string]string{
+	"RATE_LIMIT": "200/s", "RATE_SCOPE": "fleet", "RATE_MAX_WAIT": "2s",
+	"CONNECT_TIMEOUT": "1s", "READ_TIMEOUT": "3s", "CALL_TIMEOUT": "5s", "MAX_CONCURRENT": "64",
+}
+
+// clusterPause: 5 pods share 200/s on each of 3 systems, one per master;
+// the upstream of one answers one request with a 429 and Retry-After: 2.
+// No pod sends that upstream anything from 200ms after the answer until
+// 2s after it (within 200ms), the other systems go on meanwhile, and a
+// pod that starts during the pause learns of it from Redis.
+func clusterPause(t *testing.T, cl *redistest.Cluster) {
+	names := spread(t, cl, "cpause")
+	var trigger atomic.Bool
+	var answered atomic.Int64
+	ups, bases := map[string]*arrivals{}, map[string]string{}
+	for i, name := range names {
+		var h http.HandlerFunc
+		if i == 0 {
+			h = func(w http.ResponseWriter, r *http.Request) {
+				if trigger.CompareAndSwap(true, false) {
+					w.Header().Set("Retry-After", "2")
+					w.WriteHeader(http.StatusTooManyRequests)
+					answered.Store(time.Now().UnixNano())
+				}
+			}
+		}
+		ups[name] = newArrivals(t, h)
+		bases[name] = ups[name].URL
+	}
+	pods := startMultiPods(t, 5, cl, "cpause", bases, clusterQuotaEnv)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var served atomic.Int64
+	for _, name := range names {
+		for _, p := range podsOf(pods, name) {
+			drive(ctx, &wg, p, 4, 0, &served)
+		}
+	}
+	time.Sleep(time.Second)
+	trigger.Store(true)
+	waitFor(t, 2*time.Second, "the 429", func() bool { return answered.Load() != 0 })
+	t0 := time.Unix(0, answered.Load())
+	time.Sleep(time.Second)
+	late := startMultiPods(t, 1, cl, "cpause", bases, clusterQuotaEnv)[0]
+	lateUntil := late.clients[names[0]].Status().Rate.PausedUntil
+	time.Sleep(2 * time.Second)
+	cancel()
+	wg.Wait()
+	at := ups[names[0]].since(t0.Add(time.Nanosecond))
+	var stop, resume time.Duration
+	for _, a := range at {
+		if d := a.Sub(t0); d < time.Second {
+			stop = d
+		} else if resume == 0 {
+			resume = d
+		}
+	}
+	t.Logf("429 on %s: the last request reached it %v after, the next %v after; a pod started 1s into the pause was paused until %v after",
+		names[0], stop.Round(time.Millisecond), resume.Round(time.Millisecond), lateUntil.Sub(t0).Round(time.Millisecond))
+	if stop > 200*time.Millisecond {
+		t.Errorf("requests reached the paused upstream until %v after the 429, want none after 200ms", stop)
+	}
+	if resume < 1800*time.Millisecond || resume > 2200*time.Millisecond {
+		t.Errorf("the first request after the pause came %v after the 429, want 2s within 200ms", resume)
+	}
+	if d := lateUntil.Sub(t0); d < 1800*time.Millisecond || d > 2200*time.Millisecond {
+		t.Errorf("a pod started during the pause is paused until %v after the 429, want 2s within 200ms", d)
+	}
+	for _, name := range names[1:] {
+		if n := len(windowOf(ups[name].since(t0), t0, 2*time.Second)); n < 200 {
+			t.Errorf("%s got %d requests during the other's pause, want it to go on (about 400)", name, n)
+		}
+	}
+}

@@ -1,0 +1,264 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/fleet"
+	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/outboundtest/registrytest"
+	"github.com/outbound-go/outbound/registry"
+)
+
+// What the fleet costs Redis: pods (registries in one process) with many
+// systems at BREAKER_SCOPE=fleet and RATE_SCOPE=fleet, idle or busy,
+// measured with INFO commandstats (the CPU time of the commands the pods
+// sent, scripts included) and INFO cpu (the whole redis-server process,
+// sockets included).
+
+// costSetup is one measurement: pods pods of systems systems each, every
+// system called callsPerSec times a second on every pod (0: idle), for d
+// once the pods have settled. With crowd above pods, the test keeps
+// crowd - pods more pods alive in the count of the namespace's pods, so
+// that the pods tick as in a fleet of crowd pods (pace.go).
+type costSetup struct {
+	pods, systems int
+	callsPerSec   int
+	d             time.Duration
+	crowd         int
+}
+
+// cost is what a setup cost Redis, per second of the run.
+type cost struct {
+	scripts  float64 // script calls (EVALSHA, EVAL, FCALL)
+	commands float64 // every command the pods sent
+	usec     float64 // Redis CPU in those commands (commandstats), µs
+	cpu      float64 // Redis process CPU (INFO cpu), µs
+	calls    float64 // calls made through the registries
+}
+
+func (c cost) String() string {
+	return fmt.Sprintf("%.0f scripts/s, %.0f commands/s, %.0f µs/s in commands, %.0f µs/s process CPU (%.0f calls/s)",
+		c.scripts, c.commands, c.usec, c.cpu, c.calls)
+}
+
+// perPod is c divided among pods.
+func (c cost) perPod(pods int) cost {
+	n := float64(pods)
+	return cost{c.scripts / n, c.commands / n, c.usec / n, c.cpu / n, c.calls / n}
+}
+
+// scriptCalls are the commands that run a script.
+var scriptCalls = map[string]bool{"evalsha": true, "eval": true, "evalsha_ro": true, "eval_ro": true, "fcall": true, "fcall_ro": true}
+
+// costPods starts s.pods registries of s.systems systems at scope fleet
+// on srv, each call answered in memory.
+func costPods(t *testing.T, srv *redistest.Server, ns string, s costSetup) []*registry.Registry {
+	t.Helper()
+	env := map[string]string{"OUTBOUND_FLEET_REDIS_URL": srv.URL(), "OUTBOUND_FLEET_NAMESPACE": ns}
+	var names []string
+	for i := range s.systems {
+		name := fmt.Sprintf("s%02d", i)
+		names = append(names, name)
+		p := strings.ToUpper(name) + "_"
+		env[p+"BASE_URL"] = "http://" + name + ".invalid"
+		env[p+"BREAKER_SCOPE"] = "fleet"
+		env[p+"RATE_LIMIT"] = "100000/s"
+		env[p+"RATE_SCOPE"] = "fleet"
+		env[p+"RATE_MAX_WAIT"] = "1s"
+	}
+	env["OUTBOUND_SYSTEMS"] = strings.Join(names, ",")
+	ok := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	wrap := registry.WithTransportWrapper(func(string, http.RoundTripper) http.RoundTripper { return ok })
+	var regs []*registry.Registry
+	for range s.pods {
+		f, err := fleet.New(context.Background(), fleet.Config{RedisURL: srv.URL(), Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		regs = append(regs, registrytest.New(t, env, registrytest.With(wrap, f.Option())))
+		t.Cleanup(func() {
+			if st := f.Sync(); !st.Synced {
+				t.Logf("a pod was out of sync at the end: %s", st.LastError)
+			}
+		})
+	}
+	return regs
+}
+
+// measureCost runs s against a redis-server of its own and returns what
+// it cost Redis per second.
+func measureCost(t *testing.T, s costSetup) cost {
+	t.Helper()
+	srv := redistest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	if s.crowd > s.pods {
+		wg.Go(func() { keepAlive(ctx, t, srv, "cost", s.crowd-s.pods) })
+	}
+	regs := costPods(t, srv, "cost", s)
+	time.Sleep(3 * time.Second) // the shares settle, the pods join and count each other
+	var mu sync.Mutex
+	calls := 0
+	if s.callsPerSec > 0 {
+		for _, reg := range regs {
+			for _, name := range reg.Names() {
+				c := reg.MustClient(name)
+				wg.Go(func() {
+					n := callEvery(ctx, c, time.Second/time.Duration(s.callsPerSec))
+					mu.Lock()
+					calls += n
+					mu.Unlock()
+				})
+			}
+		}
+	}
+	before := redisCost(t, srv, true)
+	start := time.Now()
+	time.Sleep(s.d)
+	after := redisCost(t, srv, false)
+	secs := time.Since(start).Seconds()
+	cancel()
+	wg.Wait()
+	c := cost{
+		scripts: after.scripts / secs, commands: after.commands / secs, usec: after.usec / secs,
+		cpu: (after.cpu - before.cpu) / secs, calls: float64(calls) / secs,
+	}
+	return c
+}
+
+// keepAlive keeps n pods that do not exist alive in the count of the
+// pods of namespace ns until ctx ends, as pods say they are alive: one
+// ZADD every 2s, each alive for 2.9s (a pod's life is 3s).
+func keepAlive(ctx context.Context, t *testing.T, srv *redistest.Server, ns string, n int) {
+	for ctx.Err() == nil {
+		words := []string{"ZADD", "outbound:fleet:{" + ns + "}:pods"}
+		end := strconv.FormatInt(time.Now().Add(2900*time.Millisecond).UnixMilli(), 10)
+		for i := range n {
+			words = append(words, end, "crowd"+strconv.Itoa(i))
+		}
+		if _, err := srv.Do(words...); err != nil {
+			t.Errorf("keeping the crowd alive: %v", err)
+			return
+		}
+		sleepCtx(ctx, 2*time.Second)
+	}
+}
+
+// redisCost reads srv's counts: commands since the last reset (and resets
+// them when reset is set), and the process's CPU since it started.
+func redisCost(t *testing.T, srv *redistest.Server, reset bool) cost {
+	t.Helper()
+	var c cost
+	if reset {
+		if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		stats, err := srv.CommandStats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, st := range stats {
+			switch {
+			case name == "info" || strings.HasPrefix(name, "config") || scriptCommands[name]:
+				// the test's own, or run inside a script (counted in its usec)
+			default:
+				c.commands += float64(st.Calls)
+				c.usec += float64(st.Usec)
+				if scriptCalls[name] {
+					c.scripts += float64(st.Calls)
+				}
+			}
+		}
+	}
+	cpu, err := srv.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cpu = float64(cpu.Microseconds())
+	return c
+}
+
+// callEvery calls c once every gap until ctx ends, and returns the calls
+// it made.
+func callEvery(ctx context.Context, c *registry.Client, gap time.Duration) int {
+	tick := time.NewTicker(gap)
+	defer tick.Stop()
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return n
+		case <-tick.C:
+		}
+		get(ctx, c)
+		n++
+	}
+}
+
+// TestRedisCostFigures measures what 50 systems at scope fleet (breaker
+// and quota) cost Redis on 5 and on 20 pods, and on 20 pods that count
+// 1,000 (they tick as in a fleet of 1,000), idle and busy (every system
+// called 20 times a second on every pod), per pod: the figures of
+// docs/fleet-redis.md, with TestQuotaRecountFigure. It takes about a
+// minute and a half: it runs when OUTBOUND_FLEET_COST=1, without -race
+// for figures that are the Redis server's alone:
+//
+//	OUTBOUND_FLEET_COST=1 go test -run 'TestRedisCostFigures|TestQuotaRecountFigure' -v ./fleet/
+func TestRedisCostFigures(t *testing.T) {
+	if os.Getenv("OUTBOUND_FLEET_COST") != "1" {
+		t.Skip("set OUTBOUND_FLEET_COST=1 to measure what the fleet costs Redis (about a minute and a half)")
+	}
+	const systems = 50
+	for _, busy := range []bool{false, true} {
+		for _, size := range [][2]int{{5, 5}, {20, 20}, {20, 1000}} {
+			pods, crowd := size[0], size[1]
+			s := costSetup{pods: pods, systems: systems, d: 8 * time.Second, crowd: crowd}
+			load := "idle"
+			if busy {
+				s.callsPerSec, load = 20, "busy"
+			}
+			t.Run(fmt.Sprintf("%s/%dpods/counting%d", load, pods, crowd), func(t *testing.T) {
+				c := measureCost(t, s)
+				t.Logf("%d pods (ticking as %d) x %d systems, %s: %v", pods, crowd, systems, load, c)
+				p := c.perPod(pods)
+				t.Logf("per pod: %v; x 1,000 pods: %.2f cores of process CPU, %.2f in commands",
+					p, p.cpu*1000/1e6, p.usec*1000/1e6)
+			})
+		}
+	}
+}
+
+// TestRedisCostFollowsPodsNotSystems: a pod talks to Redis once per tick
+// whatever the number of its systems at scope fleet: 50 busy systems
+// (breaker and quota, each called 20 times a second) cost Redis at most
+// twice the commands a second of 1 busy system, per pod. The work of the
+// systems' ops is Redis CPU all the same (each system's evidence and
+// share is its own): the 50 systems cost less CPU per system than the 1
+// system does, as their ops share one call.
+func TestRedisCostFollowsPodsNotSystems(t *testing.T) {
+	const pods = 5
+	one := measureCost(t, costSetup{pods: pods, systems: 1, callsPerSec: 20, d: 3 * time.Second}).perPod(pods)
+	many := measureCost(t, costSetup{pods: pods, systems: 50, callsPerSec: 20, d: 3 * time.Second}).perPod(pods)
+	t.Logf("per pod, 1 system: %v", one)
+	t.Logf("per pod, 50 systems: %v", many)
+	t.Logf("50 systems / 1 system, per pod: commands x%.2f, Redis CPU x%.1f (x%.2f per system)",
+		many.commands/one.commands, many.cpu/one.cpu, many.cpu/50/one.cpu)
+	if many.commands > 2*one.commands {
+		t.Errorf("50 systems cost %.1f commands a second per pod, 1 system %.1f: want at most twice", many.commands, one.commands)
+	}
+	if many.cpu/50 > one.cpu {
+		t.Errorf("50 systems cost %.0f µs of Redis CPU a second per pod, more per system than 1 system's %.0f µs", many.cpu, one.cpu)
+	}
+}

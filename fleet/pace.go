@@ -1,0 +1,112 @@
+package fleet
+
+import (
+	"time"
+)
+
+// The fleet's pace follows its size. Every pod says it is alive once a
+// ReadInterval (presenceOp), in one sorted set of the namespace,
+// outbound:fleet:{<namespace>}:pods, and learns how many pods are; with
+// more pods, each ticks less often:
+//
+//	tick = FlushInterval x clamp(pods / podsPerTick, 1, maxTickFactor)
+//
+// so that the fleet makes about podsPerTick pods' round trips per
+// FlushInterval (250 a second with the defaults) up to 500 pods, and a
+// round trip every 2s per pod beyond. What follows the tick follows it:
+// a quota's grant lives max(4 x tick, ReadInterval) + Timeout, and every
+// state is read back every max(ReadInterval, 2 x tick). What does not
+// wait for a tick does not change: a pod's own breaker tripping, a
+// probe's result, a lease wanted and a pause wake the loop at once, and
+// changes still reach every pod by message.
+
+// podsPerTick is how many pods tick every FlushInterval.
+const podsPerTick = 50
+
+// maxTickFactor bounds the tick: FlushInterval x 10 (2s by default).
+const maxTickFactor = 10
+
+// tickFor is the tick of a fleet of pods pods.
+func tickFor(cfg Config, pods int) time.Duration {
+	k := min(max(float64(pods)/podsPerTick, 1), maxTickFactor)
+	return time.Duration(float64(cfg.FlushInterval) * k)
+}
+
+// tick is the loop's tick now.
+func (f *Fleet) tick() time.Duration { return time.Duration(f.tickNs.Load()) }
+
+// readEvery is how often every state is read back now.
+func (f *Fleet) readEvery() time.Duration { return max(f.cfg.ReadInterval, 2*f.tick()) }
+
+// grantLife is how long a grant holds without a new one, at a tick of
+// tick: a pod that missed a few ticks keeps its share, one that died
+// gives it back.
+func grantLife(cfg Config, tick time.Duration) time.Duration {
+	return max(4*tick, cfg.ReadInterval) + cfg.Timeout
+}
+
+// maxGrantLife is the longest grant life of any pod of the fleet (at the
+// longest tick): the most a pod may hold a share without a new grant,
+// whatever number of pods it has seen.
+func maxGrantLife(cfg Config) time.Duration {
+	return grantLife(cfg, maxTickFactor*cfg.FlushInterval)
+}
+
+// othersLife is the longest grant life this pod expects of the others,
+// which knows of pods pods: the pods of a fleet count each other within
+// a ReadInterval, so it allows them twice as many.
+func othersLife(cfg Config, pods int) time.Duration {
+	return grantLife(cfg, tickFor(cfg, 2*pods))
+}
+
+// presenceLife is how long a pod counts as alive after it said so.
+func presenceLife(cfg Config) time.Duration { return 3 * cfg.ReadInterval }
+
+// presenceOp says this pod is alive (KEYS: the namespace's pods; ARGV:
+// holder, life ms) and counts the pods alive. A key of the wrong type is
+// garbage; a pod alive past the caller's life from now (no pod writes
+// that) is dropped, counted. It returns {pods, rejected}.
+const presenceOp = `
+local rejected, life = 0, tonumber(ARGV[2])
+local added = redis.pcall('ZADD', KEYS[1], now + life, ARGV[1])
+if type(added) == 'table' and added.err then
+  redis.call('DEL', KEYS[1])
+  rejected = 1
+  redis.call('ZADD', KEYS[1], now + life, ARGV[1])
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+rejected = rejected + redis.call('ZREMRANGEBYSCORE', KEYS[1], '(' .. fmt(now + life), '+inf')
+local n = redis.call('ZCARD', KEYS[1])
+redis.call('PEXPIRE', KEYS[1], life)
+return {n, rejected}
+`
+
+// departOp takes this pod out of the count (KEYS: the namespace's pods;
+// ARGV: holder), when its fleet closes. It returns {}.
+const departOp = `
+redis.pcall('ZREM', KEYS[1], ARGV[1])
+return {}
+`
+
+// presence adds the op that says this pod is alive, and applies the
+// count it replies: the tick follows it.
+func (rt *roundTrip) presence() {
+	f := rt.f
+	rt.ops = append(rt.ops, &op{name: "presence", keys: []string{f.podsKey}, args: []any{f.holder, presenceLife(f.cfg).Milliseconds()},
+		done: func(r []int64, err error) {
+			switch {
+			case err != nil:
+				if err == errShape {
+					f.rejected.Add(1)
+				}
+				return
+			case len(r) != 2 || r[0] < 1 || r[0] > maxPods || r[1] < 0:
+				f.rejected.Add(1)
+				return
+			}
+			f.rejected.Add(uint64(r[1]))
+			f.presentAt = rt.sent
+			f.podsSeen.Store(r[0])
+			f.tickNs.Store(int64(tickFor(f.cfg, int(r[0]))))
+		}})
+}
