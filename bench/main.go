@@ -29,7 +29,7 @@
 //
 // pinned.sh does this with each process pinned to a CPU of its own
 // (taskset, GOMAXPROCS=1), so that the client's CPU per call decides its
-// throughput; docs/performance-method.md says how to read the figures.
+// throughput; docs/performance.md says how to read the figures.
 // -benchfmt FILE also writes every round in Go's benchmark format, for
 // benchstat.
 //
