@@ -7,6 +7,8 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,4 +113,63 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	slices.Sort(s)
 	i := int(p*float64(len(s))+0.5) - 1
 	return s[max(0, min(i, len(s)-1))]
+}
+
+// callLoad is a run of calls for counting what the pods send Redis: every
+// pod makes perPod calls spread over d (back to back when d is 0), and
+// the run lasts d at least.
+type callLoad struct {
+	pods   []*pod
+	perPod int
+	d      time.Duration
+	// settle is how long to wait after the run before counting, for the
+	// last flush.
+	settle time.Duration
+}
+
+// commands runs l against srv's reset counters and returns the commands
+// the pods sent, those the scripts ran inside Redis (scriptCommands,
+// counted apart), and how long the run took.
+func (l callLoad) commands(t *testing.T, srv *redistest.Server) (sent, inside int, elapsed time.Duration) {
+	t.Helper()
+	if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, p := range l.pods {
+		wg.Go(func() {
+			gap := l.d / time.Duration(l.perPod)
+			for range l.perPod {
+				if err := get(context.Background(), p.c); err != nil {
+					t.Errorf("call: %v", err)
+					return
+				}
+				if gap > 0 {
+					time.Sleep(gap)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if rest := l.d - time.Since(start); rest > 0 {
+		time.Sleep(rest)
+	}
+	elapsed = time.Since(start)
+	time.Sleep(l.settle)
+	stats, err := srv.CommandCalls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cmd, k := range stats {
+		switch {
+		case cmd == "info" || strings.HasPrefix(cmd, "config"): // the test's own
+		case scriptCommands[cmd]:
+			inside += k
+		default:
+			sent += k
+		}
+	}
+	t.Logf("%d calls in %.1fs: %d commands sent, %d run inside scripts: %v", l.perPod*len(l.pods), elapsed.Seconds(), sent, inside, stats)
+	return sent, inside, elapsed
 }

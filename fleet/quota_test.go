@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -227,46 +226,8 @@ func TestFleetQuotaRedisCommandsFollowPodsAndTicks(t *testing.T) {
 	const nPods, calls = 10, 100_000
 	pods := startPods(t, nPods, srv, "qcount", "local", "http://payments.invalid", quotaEnv("1000000/s", nil), wrap)
 	ticks := 1 / (200 * time.Millisecond).Seconds() // fleet.Config's default FlushInterval
-	measure := func(perPod int, d time.Duration) (int, time.Duration) {
-		if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		var wg sync.WaitGroup
-		for _, p := range pods {
-			wg.Go(func() {
-				gap := d / time.Duration(perPod)
-				for range perPod {
-					if err := get(context.Background(), p.c); err != nil {
-						t.Errorf("call: %v", err)
-						return
-					}
-					if gap > 0 {
-						time.Sleep(gap)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if rest := d - time.Since(start); rest > 0 {
-			time.Sleep(rest)
-		}
-		elapsed := time.Since(start)
-		stats, err := srv.CommandCalls()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for cmd, k := range stats {
-			if cmd != "info" && !strings.HasPrefix(cmd, "config") && !scriptCommands[cmd] {
-				n += k
-			}
-		}
-		t.Logf("%d calls in %.1fs: %d commands sent (%v)", perPod*nPods, elapsed.Seconds(), n, stats)
-		return n, elapsed
-	}
-	fast, secs := measure(calls/nPods, 0)
-	slow, slowFor := measure(1000/nPods, secs)
+	fast, _, secs := callLoad{pods: pods, perPod: calls / nPods}.commands(t, srv)
+	slow, _, slowFor := callLoad{pods: pods, perPod: 1000 / nPods, d: secs}.commands(t, srv)
 	// One script per pod per tick (the breaker is at scope local: none of
 	// its own), and a few more for a reconnection on a loaded machine.
 	bound := func(d time.Duration) int { return int(nPods*ticks*(d.Seconds()+0.3)) + 4*nPods }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,56 +139,8 @@ func TestRedisCommandsDoNotGrowWithCalls(t *testing.T) {
 	pods := startPods(t, nPods, srv, "count", "fleet", "http://payments.invalid", nil, wrap)
 	flushRate := 1 / (200 * time.Millisecond).Seconds() // fleet.Config's default
 
-	measure := func(perPod int, d time.Duration) (int, time.Duration) {
-		if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		var wg sync.WaitGroup
-		for _, p := range pods {
-			wg.Go(func() {
-				var gap time.Duration
-				if d > 0 {
-					gap = d / time.Duration(perPod)
-				}
-				for range perPod {
-					if err := get(context.Background(), p.c); err != nil {
-						t.Errorf("call: %v", err)
-						return
-					}
-					if gap > 0 {
-						time.Sleep(gap)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if rest := d - time.Since(start); rest > 0 {
-			time.Sleep(rest)
-		}
-		elapsed := time.Since(start)
-		time.Sleep(300 * time.Millisecond) // the last flush
-		stats, err := srv.CommandCalls()
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Commands the pods sent; those the scripts run inside Redis
-		// (TIME, HMGET, HINCRBY, ...) are counted apart.
-		n, inside := 0, 0
-		for cmd, k := range stats {
-			switch {
-			case cmd == "info" || strings.HasPrefix(cmd, "config"): // the test's own
-			case scriptCommands[cmd]:
-				inside += k
-			default:
-				n += k
-			}
-		}
-		t.Logf("commands sent %d, run inside scripts %d: %v", n, inside, stats)
-		return n, elapsed
-	}
-	fast, secs := measure(calls/nPods, 0)
-	slow, _ := measure(100/nPods, secs)
+	fast, _, secs := callLoad{pods: pods, perPod: calls / nPods, settle: 300 * time.Millisecond}.commands(t, srv)
+	slow, _, _ := callLoad{pods: pods, perPod: 100 / nPods, d: secs, settle: 300 * time.Millisecond}.commands(t, srv)
 	s := secs.Seconds()
 	bound := int(float64(nPods)*flushRate*(s+0.3)) + 4*nPods
 	t.Logf("%d calls in %.1fs (%.0f calls/s): %d Redis commands (%.1f/s); 100 calls over the same time: %d; bound %d",
