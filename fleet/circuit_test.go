@@ -15,7 +15,7 @@ import (
 func bare(s settings) *circuit {
 	f := &Fleet{wakeCh: make(chan struct{}, 1), circuits: map[string]*circuit{}}
 	f.synced.Store(true)
-	return newCircuit(f, "payments", s, testLocal(s), testJudge)
+	return newCircuit(f, s, testLocal(s), testJudge)
 }
 
 // TestCircuitOpenThenHalfOpen: the view's open time runs on this pod's

@@ -300,8 +300,8 @@ func (f *Fleet) Option() registry.Option {
 type seam struct{ f *Fleet }
 
 func (s seam) Circuit(system string, c config.Client, local registry.Circuit) (registry.Circuit, error) {
-	return s.f.add(system, settings{
-		minRequests: c.BreakerMinRequests, ratio: c.BreakerFailureRatio, window: c.BreakerWindow,
+	return s.f.add(settings{
+		system: system, minRequests: c.BreakerMinRequests, ratio: c.BreakerFailureRatio, window: c.BreakerWindow,
 		openTimeout: c.BreakerOpenTimeout, probes: c.BreakerHalfOpenProbes, callTimeout: c.CallTimeout,
 	}, local, registry.Judge)
 }
@@ -317,17 +317,17 @@ func (s seam) Quota(system string, c config.Client, _ registry.Quota) (registry.
 }
 
 // add makes local, the registry's breaker of system, a fleet breaker.
-func (f *Fleet) add(system string, s settings, local registry.Circuit, judge func(error) observe.Verdict) (*circuit, error) {
+func (f *Fleet) add(s settings, local registry.Circuit, judge func(error) observe.Verdict) (*circuit, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
 		return nil, errClosed
 	}
-	if _, dup := f.circuits[system]; dup {
-		return nil, fmt.Errorf("fleet: system %q is already in this fleet (one Fleet per registry)", system)
+	if _, dup := f.circuits[s.system]; dup {
+		return nil, fmt.Errorf("fleet: system %q is already in this fleet (one Fleet per registry)", s.system)
 	}
-	c := newCircuit(f, system, s, local, judge)
-	f.circuits[system] = c
+	c := newCircuit(f, s, local, judge)
+	f.circuits[s.system] = c
 	f.wake()
 	return c, nil
 }
@@ -343,10 +343,10 @@ func (f *Fleet) add(system string, s settings, local registry.Circuit, judge fun
 // and turns half-open BREAKER_OPEN_TIMEOUT later, so a grant of a round
 // that ended cannot send a probe into the next one, even on a pod that
 // has not heard of it.
-func newCircuit(f *Fleet, system string, s settings, local registry.Circuit, judge func(error) observe.Verdict) *circuit {
+func newCircuit(f *Fleet, s settings, local registry.Circuit, judge func(error) observe.Verdict) *circuit {
 	grantLife := min(s.callTimeout, s.openTimeout)
 	c := &circuit{
-		f: f, name: system, base: keyBase(f.cfg.Namespace, system), local: local, judge: judge,
+		f: f, name: s.system, base: keyBase(f.cfg.Namespace, s.system), local: local, judge: judge,
 		minRequests: s.minRequests, ratio: s.ratio, window: s.window, openTimeout: s.openTimeout,
 		probes: s.probes, lease: grantLife + s.callTimeout, grantLife: grantLife,
 	}
@@ -355,8 +355,9 @@ func newCircuit(f *Fleet, system string, s settings, local registry.Circuit, jud
 }
 
 // settings are the breaker settings a fleet breaker shares with the
-// fleet (from config.Client).
+// fleet (from config.Client), and its system's name.
 type settings struct {
+	system      string
 	minRequests int
 	ratio       float64
 	window      time.Duration

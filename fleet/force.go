@@ -46,7 +46,7 @@ func (c *circuit) Force(state observe.BreakerState, until time.Time) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(c.f.cfg.Timeout, forceTimeout))
 	defer cancel()
-	if err := writeForce(ctx, c.f.rdb, c.base, c.f.channel, c.name, state, ms); err != nil {
+	if err := (forceTarget{c.base, c.f.channel, c.name}).write(ctx, c.f.rdb, state, ms); err != nil {
 		return fmt.Errorf("fleet: system %q: forcing the breaker: %w", c.name, redisError{msg: c.f.clean(err), err: err})
 	}
 	now := time.Now()
@@ -146,9 +146,14 @@ func forceMillis(state observe.BreakerState, until, now time.Time) (int64, error
 	return d.Milliseconds(), nil
 }
 
-// writeForce writes and publishes an override (state "": released).
-func writeForce(ctx context.Context, rdb redis.Scripter, base, channel, system string, state observe.BreakerState, ms int64) error {
-	return forceScript.Run(ctx, rdb, []string{base + ":force"}, channel, system, string(state), ms).Err()
+// forceTarget is where an override of one system goes: the system's
+// keys (base) and the fleet's channel.
+type forceTarget struct{ base, channel, system string }
+
+// write writes and publishes an override of ms milliseconds (state "":
+// released).
+func (t forceTarget) write(ctx context.Context, rdb redis.Scripter, state observe.BreakerState, ms int64) error {
+	return forceScript.Run(ctx, rdb, []string{t.base + ":force"}, t.channel, t.system, string(state), ms).Err()
 }
 
 // Force forces the breaker of system open or closed for every pod of the
@@ -176,7 +181,7 @@ func Force(ctx context.Context, cfg Config, system string, state observe.Breaker
 		return err
 	}
 	defer rdb.Close()
-	if err := writeForce(ctx, rdb, keyBase(cfg.Namespace, system), channelOf(cfg.Namespace), system, state, ms); err != nil {
+	if err := (forceTarget{keyBase(cfg.Namespace, system), channelOf(cfg.Namespace), system}).write(ctx, rdb, state, ms); err != nil {
 		shown := (&Fleet{cfg: cfg, url: redact.BaseURL(cfg.RedisURL)}).clean(err)
 		return fmt.Errorf("fleet: system %q: forcing the breaker: %w", system, redisError{msg: shown, err: err})
 	}

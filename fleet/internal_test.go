@@ -25,7 +25,7 @@ func testJudge(err error) observe.Verdict {
 	return observe.VerdictFailure
 }
 
-var testSettings = settings{minRequests: 20, ratio: 0.5, window: 30 * time.Second, openTimeout: 2 * time.Second, probes: 2, callTimeout: time.Second}
+var testSettings = settings{system: "payments", minRequests: 20, ratio: 0.5, window: 30 * time.Second, openTimeout: 2 * time.Second, probes: 2, callTimeout: time.Second}
 
 func testLocal(s settings) *gobreaker.CircuitBreaker[*http.Response] {
 	return gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
@@ -45,7 +45,7 @@ func newPod(t *testing.T, srv *redistest.Server, ns string, s settings) (*Fleet,
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	c, err := f.add("payments", s, testLocal(s), testJudge)
+	c, err := f.add(s, testLocal(s), testJudge)
 	if err != nil {
 		t.Fatal(err)
 	}

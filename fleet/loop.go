@@ -117,7 +117,7 @@ func (rt *roundTrip) circuit(c *circuit, synced, read bool) {
 		reqs, fails = 0, 0 // evidence gathered while degraded is stale
 	}
 	if reqs > 0 || read {
-		rt.run(c, "sync", 4, (*circuit).applyWindow, nil, reqs, fails, (c.window / 10).Milliseconds(), 10,
+		rt.run(c, breakerOp{name: "sync", more: 4, apply: (*circuit).applyWindow}, reqs, fails, (c.window / 10).Milliseconds(), 10,
 			c.minRequests, strconv.FormatFloat(c.ratio, 'g', -1, 64))
 	}
 }
@@ -169,12 +169,22 @@ func (c *circuit) keys(name string) []string {
 	return []string{c.base + ":state"}
 }
 
-// run adds the op name on c's state, with the four arguments every op
-// of a breaker takes (scripts.go) before args; apply takes its reply,
-// whose values after the state's are more.
-func (rt *roundTrip) run(c *circuit, name string, more int, apply func(*circuit, state, []int64, *roundTrip, time.Time), undo func(), args ...any) {
+// breakerOp is one op of a breaker: its script's name (scripts.go), how
+// many values its reply holds after the state's (more), what applies the
+// reply, and what puts back what was taken for it when it was not
+// delivered (nil: nothing).
+type breakerOp struct {
+	name  string
+	more  int
+	apply func(*circuit, state, []int64, *roundTrip, time.Time)
+	undo  func()
+}
+
+// run adds o on c's state, with the four arguments every op of a
+// breaker takes (scripts.go) before args.
+func (rt *roundTrip) run(c *circuit, o breakerOp, args ...any) {
 	argv := append([]any{c.base, rt.f.channel, c.name, c.openTimeout.Milliseconds()}, args...)
-	rt.ops = append(rt.ops, &op{name: name, keys: c.keys(name), args: argv, undo: undo,
+	rt.ops = append(rt.ops, &op{name: o.name, keys: c.keys(o.name), args: argv, undo: o.undo,
 		done: func(r []int64, err error) {
 			if errors.Is(err, errShape) {
 				c.f.rejected.Add(1)
@@ -182,8 +192,8 @@ func (rt *roundTrip) run(c *circuit, name string, more int, apply func(*circuit,
 			if err != nil {
 				return
 			}
-			if st, vals, ok := c.readReply(r, more); ok {
-				apply(c, st, vals, rt, rt.now)
+			if st, vals, ok := c.readReply(r, o.more); ok {
+				o.apply(c, st, vals, rt, rt.now)
 			}
 		}})
 }
@@ -197,7 +207,7 @@ func (rt *roundTrip) changes(c *circuit) {
 		if v.open {
 			left = max(0, time.Until(v.until).Milliseconds())
 		}
-		rt.run(c, "restore", 0, (*circuit).applyState, func() { c.restore.Store(true) }, v.ver, b2i(v.open), left)
+		rt.run(c, breakerOp{name: "restore", apply: (*circuit).applyState, undo: func() { c.restore.Store(true) }}, v.ver, b2i(v.open), left)
 	}
 	c.mu.Lock()
 	results := c.results
@@ -212,17 +222,17 @@ func (rt *roundTrip) changes(c *circuit) {
 		if i == 0 {
 			undo = func() { c.requeue(results) }
 		}
-		rt.run(c, "probe", 0, (*circuit).applyState, undo, r.ver, b2i(r.ok), c.probes)
+		rt.run(c, breakerOp{name: "probe", apply: (*circuit).applyState, undo: undo}, r.ver, b2i(r.ok), c.probes)
 	}
 	if propose {
-		rt.run(c, "trip", 0, (*circuit).applyState, func() { c.unpropose(v.ver) }, v.ver)
+		rt.run(c, breakerOp{name: "trip", apply: (*circuit).applyState, undo: func() { c.unpropose(v.ver) }}, v.ver)
 	}
 	// A lease is asked for when a call wanted one, at most once per
 	// leaseEvery: refused calls wake the loop, and must not turn into
 	// Redis commands at the call rate.
 	if now := time.Now(); v.open && !now.Before(v.until) && now.Sub(c.leased) >= leaseEvery(rt.f.cfg) && c.want.Swap(false) {
 		c.leased = now
-		rt.run(c, "lease", 1, (*circuit).applyLease, func() { c.want.Store(true) }, v.ver, c.probes, c.lease.Milliseconds(), rt.f.holder)
+		rt.run(c, breakerOp{name: "lease", more: 1, apply: (*circuit).applyLease, undo: func() { c.want.Store(true) }}, v.ver, c.probes, c.lease.Milliseconds(), rt.f.holder)
 	}
 }
 

@@ -100,7 +100,7 @@ func TestBriefStallKeepsTheFleetState(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	c, err := f.add("payments", s, testLocal(s), testJudge)
+	c, err := f.add(s, testLocal(s), testJudge)
 	if err != nil {
 		t.Fatal(err)
 	}
