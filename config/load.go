@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 
 	"github.com/outbound-go/outbound/internal/redact"
@@ -168,6 +169,16 @@ var nameRE = regexp.MustCompile(`^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$`)
 // reads ORDER_HISTORY_*.
 func Prefix(name string) string {
 	return strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// CheckName returns an error saying what is wrong with a system name, or
+// nil: the rule of System.Name and OUTBOUND_SYSTEMS, for tools that take
+// a system's name from elsewhere (a command line).
+func CheckName(name string) error {
+	if msg := checkName(name); msg != "" {
+		return errors.New(msg)
+	}
+	return nil
 }
 
 // checkName returns what is wrong with a system name, or "".

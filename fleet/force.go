@@ -2,14 +2,13 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/redact"
 	"github.com/outbound-go/outbound/observe"
 )
@@ -22,11 +21,6 @@ import (
 // "<system> force <open|closed|-> <ms left>" ("-": released), and every
 // pod reads the key back with the state (syncScript), at least every
 // Config.ReadInterval.
-
-// maxForce is the longest an override lasts unless renewed: the
-// registry's own maximum (registry.Client.Force). An override read from
-// Redis or the channel that lasts longer is cut to it.
-const maxForce = 24 * time.Hour
 
 // forced is an override as this pod knows it.
 type forced struct {
@@ -79,16 +73,16 @@ func (c *circuit) setForced(state observe.BreakerState, ms int64, now time.Time)
 // readForced applies the override a sync reply read (fs: 0 none, 1 open,
 // 2 closed; fms: ms left), unless this pod learned of a change after the
 // read was sent (a message, or its own Force). A value no pod writes is
-// ignored (rejected); an override past maxForce is cut to it (capped).
+// ignored (rejected); an override past observe.MaxForce is cut to it (capped).
 func (c *circuit) readForced(fs, fms int64, sent, now time.Time) {
 	state, ok := forcedStates[fs]
 	if !ok || fms < 0 || (fs == 0 && fms != 0) {
 		c.f.rejected.Add(1)
 		return
 	}
-	if fms > maxForce.Milliseconds() {
+	if fms > observe.MaxForce.Milliseconds() {
 		c.f.capped.Add(1)
-		fms = maxForce.Milliseconds()
+		fms = observe.MaxForce.Milliseconds()
 	}
 	if cur := c.forced.Load(); cur != nil && cur.learned.After(sent) {
 		return
@@ -117,9 +111,9 @@ func (f *Fleet) onForce(w []string) {
 		f.rejected.Add(1)
 		return
 	}
-	if ms > maxForce.Milliseconds() {
+	if ms > observe.MaxForce.Milliseconds() {
 		f.capped.Add(1)
-		ms = maxForce.Milliseconds()
+		ms = observe.MaxForce.Milliseconds()
 	}
 	f.mu.Lock()
 	c := f.circuits[w[0]]
@@ -130,7 +124,7 @@ func (f *Fleet) onForce(w []string) {
 }
 
 // forceMillis checks an override: state open or closed until until, in
-// (now, now + maxForce], or "" (released). It returns the ms left.
+// (now, now + observe.MaxForce], or "" (released). It returns the ms left.
 func forceMillis(state observe.BreakerState, until, now time.Time) (int64, error) {
 	switch state {
 	case "":
@@ -140,8 +134,8 @@ func forceMillis(state observe.BreakerState, until, now time.Time) (int64, error
 		return 0, fmt.Errorf("a breaker is forced open or closed, not %q", state)
 	}
 	d := until.Sub(now)
-	if d < time.Millisecond || d > maxForce {
-		return 0, fmt.Errorf("a breaker is forced until a time from now to %v from now, not %v from now", maxForce, d.Round(time.Millisecond))
+	if d < time.Millisecond || d > observe.MaxForce {
+		return 0, fmt.Errorf("a breaker is forced until a time from now to %v from now, not %v from now", observe.MaxForce, d.Round(time.Millisecond))
 	}
 	return d.Milliseconds(), nil
 }
@@ -167,8 +161,8 @@ func (t forceTarget) write(ctx context.Context, rdb redis.Scripter, state observ
 // password never appears in it.
 func Force(ctx context.Context, cfg Config, system string, state observe.BreakerState, until time.Time) error {
 	ms, err := forceMillis(state, until, time.Now())
-	if err == nil && !systemName.MatchString(system) {
-		err = errors.New("the system is named by lower case letters, digits, '-' and '_', starting with a letter")
+	if err == nil {
+		err = config.CheckName(system)
 	}
 	if err != nil {
 		return fmt.Errorf("fleet: system %q: %w", system, err)
@@ -187,9 +181,6 @@ func Force(ctx context.Context, cfg Config, system string, state observe.Breaker
 	}
 	return nil
 }
-
-// systemName is config's rule for a system's name (config.System.Name).
-var systemName = regexp.MustCompile(`^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$`)
 
 // redisError is an error from Redis as the fleet shows it: its message
 // without the URL's password, unwrapping to the error itself.

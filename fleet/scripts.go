@@ -3,6 +3,7 @@ package fleet
 import (
 	"strconv"
 
+	"github.com/outbound-go/outbound/observe"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -118,7 +119,7 @@ end
 // it is the periodic read of the state. The window's expiry is set after
 // its counts, so a window nobody writes to expires. An override that is
 // not "open" or "closed", or a key of another type, is garbage; one with
-// no expiry or past maxForce is cut to maxForce.
+// no expiry or past observe.MaxForce is cut to it.
 var syncOp = head + `
 local R, F = 0, 0
 if s == 0 then
@@ -186,8 +187,8 @@ end
 return reply(R, F, fs, fms)
 `
 
-// maxForceMS is maxForce in ms, as the scripts write it.
-var maxForceMS = strconv.FormatInt(maxForce.Milliseconds(), 10)
+// maxForceMS is observe.MaxForce in ms, as the scripts write it.
+var maxForceMS = strconv.FormatInt(observe.MaxForce.Milliseconds(), 10)
 
 // tripOp opens the closed state of version ARGV[5]: a pod's own
 // breaker tripped. A stale version changes nothing.

@@ -104,8 +104,13 @@ type RateStatus struct {
 	Synced bool `json:"synced,omitempty"`
 }
 
+// MaxForce is the longest an operator's override of a breaker lasts
+// unless renewed, on one pod or on the fleet: an override read from
+// elsewhere (Redis, a message) that lasts longer is cut to it.
+const MaxForce = 24 * time.Hour
+
 // Forced is an operator's override of a system's breaker: its state
-// (open or closed) and when it ends unless renewed.
+// (open or closed) and when it ends unless renewed (at most [MaxForce]).
 type Forced struct {
 	State BreakerState `json:"state"`
 	Until time.Time    `json:"until"`

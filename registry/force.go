@@ -7,10 +7,6 @@ import (
 	"github.com/outbound-go/outbound/observe"
 )
 
-// maxForce is the longest an operator's override of a breaker lasts
-// unless renewed ([Client.Force]).
-const maxForce = 24 * time.Hour
-
 // Forcer is an optional interface of a [Circuit] given by a [Fleet]: an
 // operator's override of the breaker shared by the fleet. Force writes it
 // (state "" releases it) for every pod, where it holds until until;
@@ -35,8 +31,8 @@ func (c *Client) Force(state observe.BreakerState, d time.Duration) error {
 	switch {
 	case state != observe.BreakerOpen && state != observe.BreakerClosed && state != "":
 		return fmt.Errorf("outbound %s: a breaker is forced open or closed, not %q", c.name, state)
-	case state != "" && (d <= 0 || d > maxForce):
-		return fmt.Errorf("outbound %s: a breaker is forced for more than 0 and at most %v, not %v", c.name, maxForce, d)
+	case state != "" && (d <= 0 || d > observe.MaxForce):
+		return fmt.Errorf("outbound %s: a breaker is forced for more than 0 and at most %v, not %v", c.name, observe.MaxForce, d)
 	}
 	until := time.Now().Add(d)
 	if state == "" {
