@@ -36,6 +36,9 @@ type circuit struct {
 	view   atomic.Pointer[view]   // the fleet's state as this pod knows it
 	grant  atomic.Pointer[grant]  // probe leases this pod holds
 	forced atomic.Pointer[forced] // an operator's override, as this pod knows it
+	// forceReport tells the registry's observers of an override learned
+	// from elsewhere (ReportForces); nil: nobody listens.
+	forceReport atomic.Pointer[func(observe.BreakerState, time.Time)]
 
 	reqs, fails atomic.Uint64 // judged attempts since the last flush
 	want        atomic.Bool   // a call was refused for want of a lease

@@ -204,6 +204,8 @@
 // message at once and reads the key with the state at least every
 // ReadInterval. Forced, on every call's path, is one atomic load. A
 // pod keeps the last override it knew while Redis fails, until it ends.
+// Every pod's observers (its log, its forced metric) are told of an
+// override it learns of from elsewhere, once per change.
 // Measured: forced open on one pod, on all 5 within 1-4ms; read by a
 // pod started afterwards within 0.2ms; released on all within 3ms; read
 // within 1.2s when its message is lost.

@@ -31,8 +31,8 @@ type forced struct {
 
 // Force writes the operator's override of the system's breaker for every
 // pod (registry.Forcer): state open or closed until until, or "" to
-// release it. It fails, and this pod's view stays as it was, when Redis
-// does not take it within a second.
+// release it. It fails, and this pod's view goes back to what it was,
+// when Redis does not take it within a second.
 func (c *circuit) Force(state observe.BreakerState, until time.Time) error {
 	ms, err := forceMillis(state, until, time.Now())
 	if err != nil {
@@ -40,13 +40,49 @@ func (c *circuit) Force(state observe.BreakerState, until time.Time) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(c.f.cfg.Timeout, forceTimeout))
 	defer cancel()
+	// The pod's view changes first, so that the message of this write,
+	// which may arrive before the write returns, is not news to it (the
+	// registry tells the observers of its own Force).
+	prev := c.forced.Load()
+	mine := c.setForced(state, ms, time.Now())
 	if err := (forceTarget{c.base, c.f.channel, c.name}).write(ctx, c.f.rdb, state, ms); err != nil {
+		c.forced.CompareAndSwap(mine, prev) // unless news came meanwhile
 		return fmt.Errorf("fleet: system %q: forcing the breaker: %w", c.name, redisError{msg: c.f.clean(err), err: err})
 	}
-	now := time.Now()
-	c.setForced(state, ms, now)
 	return nil
 }
+
+// ReportForces implements registry.Forcer: report is the registry's hook
+// to its observers, for the overrides this pod learns of from elsewhere.
+func (c *circuit) ReportForces(report func(state observe.BreakerState, until time.Time)) {
+	if report != nil {
+		c.forceReport.Store(&report)
+	}
+}
+
+// learnForced makes state, for ms from now, the override this pod knows,
+// as read from Redis or the channel, and tells the observers when it is
+// news: another state, or an end moved by more than forceNews (a
+// renewal); the periodic read of an override this pod knows, or the
+// message of its own Force, is not.
+func (c *circuit) learnForced(state observe.BreakerState, ms int64, now time.Time) {
+	prev := c.forced.Load()
+	cur := c.setForced(state, ms, now)
+	if prev == nil && state == "" {
+		return
+	}
+	if prev != nil && prev.state == cur.state && cur.until.Sub(prev.until).Abs() <= forceNews {
+		return
+	}
+	if report := c.forceReport.Load(); report != nil {
+		(*report)(cur.state, cur.until)
+	}
+}
+
+// forceNews is how far an override's end must move for a pod to tell its
+// observers of a renewal: more than the drift between two reads of one
+// override's time to live.
+const forceNews = time.Second
 
 // forceTimeout bounds the write of an override: an operator's command,
 // not a round trip of the loop.
@@ -61,13 +97,15 @@ func (c *circuit) Forced() (observe.BreakerState, time.Time) {
 	return "", time.Time{}
 }
 
-// setForced makes state, for ms from now, the override this pod knows.
-func (c *circuit) setForced(state observe.BreakerState, ms int64, now time.Time) {
+// setForced makes state, for ms from now, the override this pod knows,
+// and returns it.
+func (c *circuit) setForced(state observe.BreakerState, ms int64, now time.Time) *forced {
 	f := &forced{state: state, learned: now}
 	if state != "" {
 		f.until = now.Add(time.Duration(ms) * time.Millisecond)
 	}
 	c.forced.Store(f)
+	return f
 }
 
 // readForced applies the override a sync reply read (fs: 0 none, 1 open,
@@ -90,7 +128,7 @@ func (c *circuit) readForced(fs, fms int64, sent, now time.Time) {
 	if cur, _ := c.Forced(); cur == "" && state == "" {
 		return
 	}
-	c.setForced(state, fms, now)
+	c.learnForced(state, fms, now)
 }
 
 // forcedStates are the states of an override as syncScript replies them.
@@ -119,7 +157,7 @@ func (f *Fleet) onForce(w []string) {
 	c := f.circuits[w[0]]
 	f.mu.Unlock()
 	if c != nil {
-		c.setForced(state, ms, time.Now())
+		c.learnForced(state, ms, time.Now())
 	}
 }
 

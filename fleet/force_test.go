@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -221,4 +223,67 @@ func TestOverrideWithoutItsMessageIsReadWhileAQuotaSyncs(t *testing.T) {
 	f.do(t, "SET", f.base+":force", "open", "PX", "60000") // no message
 	d := everyPod(t, pods, 2*time.Second, "the override read on every pod", func(p *pod) bool { return forcedOn(p, observe.BreakerOpen) })
 	t.Logf("an override written without its message: read by every pod %v later (ReadInterval 1s)", d)
+}
+
+// forceLog is an observer that records the overrides it is told of.
+type forceLog struct {
+	mu  sync.Mutex
+	got []observe.BreakerState
+}
+
+func (*forceLog) ObserveAttempt(observe.AttemptEvent)                               {}
+func (*forceLog) ObserveCall(observe.CallEvent)                                     {}
+func (*forceLog) ObserveBreaker(string, observe.BreakerState, observe.BreakerState) {}
+
+func (l *forceLog) ObserveForce(_ string, state observe.BreakerState, _ time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, state)
+}
+
+func (l *forceLog) states() []observe.BreakerState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.got)
+}
+
+// TestEveryPodsObserversHearOfAnOverride: an override forced on one pod,
+// or without a registry (the command line), is told to the observers of
+// every pod (their log record and the forced metric), once per change:
+// the pod that forced it hears of it once, not again from its own
+// message, and the periodic reads of the override are not news.
+func TestEveryPodsObserversHearOfAnOverride(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	logs := []*forceLog{{}, {}, {}}
+	var pods []*pod
+	for _, l := range logs {
+		pods = append(pods, startPods(t, 1, srv, "forcelog", "fleet", up.URL, nil, registry.WithObserver(l))...)
+	}
+	want := func(what string, states ...observe.BreakerState) {
+		t.Helper()
+		waitFor(t, 2*time.Second, what, func() bool {
+			for _, l := range logs {
+				if len(l.states()) < len(states) {
+					return false
+				}
+			}
+			return true
+		})
+		time.Sleep(1500 * time.Millisecond) // a periodic read (ReadInterval 1s) and a message, which must not be news
+		for i, l := range logs {
+			if got := l.states(); !slices.Equal(got, states) {
+				t.Errorf("%s: pod %d's observer was told %q, want %q", what, i, got, states)
+			}
+		}
+	}
+	if err := pods[0].c.Force(observe.BreakerOpen, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	want("forced open on pod 0", observe.BreakerOpen)
+	if err := fleet.Force(context.Background(), fleet.Config{RedisURL: srv.URL(), Namespace: "forcelog"}, "payments", "", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	want("released from the command line", observe.BreakerOpen, "")
 }

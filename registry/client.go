@@ -96,6 +96,7 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 		}
 		if f, ok := c.cb.(Forcer); ok {
 			c.force.Share(f)
+			f.ReportForces(c.forceChanged)
 		}
 	}
 	if r := l.Client.Rate(); r.Limited() {

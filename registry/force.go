@@ -12,9 +12,16 @@ import (
 // (state "" releases it) for every pod, where it holds until until;
 // Forced returns the override in force now ("" when none) and when it
 // ends. Forced is on every call's path and must be quick.
+//
+// ReportForces is called once, while the registry builds the client,
+// before any call: from then on the Forcer calls report for every
+// override it learns of from elsewhere (another pod, the command line,
+// its periodic read), once per change, so that this pod's observers hear
+// of it too; not for its own Force, which the registry reports.
 type Forcer interface {
 	Force(state observe.BreakerState, until time.Time) error
 	Forced() (observe.BreakerState, time.Time)
+	ReportForces(report func(state observe.BreakerState, until time.Time))
 }
 
 // Force overrides the system's breaker for d (at most 24 hours), for
