@@ -18,6 +18,7 @@
 //	  retry      RETRIES          retry.go    backoff, Retry-After, retry throttle
 //	  hedge      (HEDGE_DELAY)    hedge.go    copies of a late attempt; else report
 //	  breaker    per attempt      breaker.go  the system's Circuit (gobreaker, or a fleet's)
+//	  rate       (RATE_LIMIT)     rate.go     a token per request that leaves (local or a fleet share)
 //	  fault      (OUTBOUND_FAULTS) send.go    drills
 //	  transport  the system's     send.go     connect, TLS and header timeouts, own pool
 //
