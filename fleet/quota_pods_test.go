@@ -99,13 +99,79 @@ type sendTimes struct {
 func (s *sendTimes) option() registry.Option {
 	return registry.WithTransportWrapper(func(_ string, next http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			now := time.Now()
-			s.mu.Lock()
-			s.at = append(s.at, now)
-			s.mu.Unlock()
+			s.record(time.Now())
 			return next.RoundTrip(r)
 		})
 	})
+}
+
+// sendsBySystem records, for each system, when its requests left a pod.
+type sendsBySystem struct {
+	mu sync.Mutex
+	by map[string]*sendTimes
+}
+
+func (s *sendsBySystem) option() registry.Option {
+	return registry.WithTransportWrapper(func(system string, next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			s.of(system).record(time.Now())
+			return next.RoundTrip(r)
+		})
+	})
+}
+
+// of is the send times of system.
+func (s *sendsBySystem) of(system string) *sendTimes {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.by == nil {
+		s.by = map[string]*sendTimes{}
+	}
+	if s.by[system] == nil {
+		s.by[system] = &sendTimes{}
+	}
+	return s.by[system]
+}
+
+func (s *sendTimes) record(at time.Time) {
+	s.mu.Lock()
+	s.at = append(s.at, at)
+	s.mu.Unlock()
+}
+
+// checkQuotaWindows checks a run at RATE_LIMIT limit/s with burst: the
+// pods sent at most limit + burst within any one second (sent, a sliding
+// window; 5 more for the moment between a token and its request), at
+// least 0.95 x limit a second were served on average, and the upstream's
+// 1s windows (ws) hold at most limit + burst each, plus what the window
+// before fell short of the limit: on a loaded machine a request sent at
+// the end of one window may reach the upstream in the next, so a stall
+// shows as a short window followed by a long one, which the pods' own
+// sends show they did not cause.
+func checkQuotaWindows(t *testing.T, what string, ws []int, sent []time.Time, limit, burst int) {
+	t.Helper()
+	total := 0
+	for _, n := range ws {
+		total += n
+	}
+	avg := float64(total) / float64(len(ws))
+	most := sliding(sent, time.Second)
+	t.Logf("%s: upstream's 1s windows %v, average %.1f/s; most sent by the pods in any sliding 1s: %d", what, ws, avg, most)
+	if most > limit+burst+5 {
+		t.Errorf("%s: the pods sent %d requests within one second, want at most %d (limit + burst)", what, most, limit+burst)
+	}
+	for i, n := range ws {
+		late := 0
+		if i > 0 {
+			late = max(0, limit-ws[i-1])
+		}
+		if n > limit+burst+late {
+			t.Errorf("%s: 1s window %d held %d requests, want at most %d (limit + burst + %d late from the window before)", what, i, n, limit+burst+late, late)
+		}
+	}
+	if avg < 0.95*float64(limit) {
+		t.Errorf("%s: %.1f requests/s on average, want at least %.0f", what, avg, 0.95*float64(limit))
+	}
 }
 
 // since returns the send times from t on, sorted.

@@ -15,12 +15,11 @@ import (
 
 // TestFleetQuotaHoldsTheLimitAcrossPods: 10 pods x 32 callers at
 // RATE_LIMIT=200/s, scope fleet, for 10s against an upstream that counts
-// the requests of each 1s window: every window holds at most 210
-// (limit + burst), and the quota is used: at least 190/s on average. The
-// pods never send more than 210 within any one second (a sliding
-// window), but for the moment between a token and its request; the
-// upstream may see a second hold a few more than they sent in it, as
-// their requests take more or less time to reach it.
+// the requests of each 1s window: the pods never send more than 210
+// (limit + burst) within any one second (a sliding window), every window
+// at the upstream holds at most 210 but for requests the window before
+// sent late (checkQuotaWindows), and the quota is used: at least 190/s
+// on average.
 func TestFleetQuotaHoldsTheLimitAcrossPods(t *testing.T) {
 	srv := redistest.Start(t)
 	up := newArrivals(t, nil)
@@ -41,31 +40,12 @@ func TestFleetQuotaHoldsTheLimitAcrossPods(t *testing.T) {
 	end := time.Now()
 	cancel()
 	wg.Wait()
-	at := up.since(start)
-	ws := windows(at, start, end, time.Second)
-	total := 0
-	for _, n := range ws {
-		total += n
-	}
-	avg := float64(total) / float64(len(ws))
-	sent := sends.since(start)
-	t.Logf("upstream's 1s windows: %v; max %d, average %.1f/s; most in any sliding 1s: %d at the upstream, %d sent by the pods",
-		ws, slices.Max(ws), avg, sliding(at, time.Second), sliding(sent, time.Second))
-	// The bound is on the tokens taken; a request enters the transport a
-	// moment after its token: 5 requests (25ms of the limit) for that.
-	if m := sliding(sent, time.Second); m > 210+5 {
-		t.Errorf("the pods sent %d requests within one second, want at most 210 (limit + burst)", m)
-	}
+	ws := windows(up.since(start), start, end, time.Second)
 	for _, p := range pods {
 		st := p.c.Status().Rate
 		t.Logf("pod: share %.2f/s burst %d synced %v refused %d", st.Share, st.Burst, st.Synced, st.Refused)
 	}
-	if m := slices.Max(ws); m > 210 {
-		t.Errorf("a 1s window held %d requests, want at most 210", m)
-	}
-	if avg < 190 {
-		t.Errorf("%.1f requests/s on average, want at least 190", avg)
-	}
+	checkQuotaWindows(t, "10 pods", ws, sends.since(start), 200, 10)
 }
 
 // TestFleetQuotaFollowsSkewedDemand: one pod of 10 makes about 90% of
