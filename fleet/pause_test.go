@@ -3,12 +3,15 @@ package fleet_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/registry"
 )
 
 // TestUpstreamPauseStopsEveryPod: 5 pods share 200/s; one of them gets a
@@ -89,4 +92,71 @@ func windowOf(at []time.Time, from time.Time, d time.Duration) []time.Time {
 		}
 	}
 	return out
+}
+
+// pauseLog is an observer that records the pauses it is told of.
+type pauseLog struct {
+	mu       sync.Mutex
+	statuses []int
+}
+
+func (*pauseLog) ObserveAttempt(observe.AttemptEvent)                               {}
+func (*pauseLog) ObserveCall(observe.CallEvent)                                     {}
+func (*pauseLog) ObserveBreaker(string, observe.BreakerState, observe.BreakerState) {}
+
+func (l *pauseLog) ObservePause(_ string, _ time.Time, status int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.statuses = append(l.statuses, status)
+}
+
+func (l *pauseLog) told() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.statuses)
+}
+
+// TestEveryPodsObserversHearOfAFleetPause: a 429 with Retry-After on one
+// pod pauses every pod, and every pod's observers (its log record) are
+// told of it once: the pod that got it with its status, the others with
+// none (status 0), whatever the message and the periodic reads of the
+// pause repeat.
+func TestEveryPodsObserversHearOfAFleetPause(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	var trigger atomic.Bool
+	up := newArrivals(t, func(w http.ResponseWriter, r *http.Request) {
+		if trigger.CompareAndSwap(true, false) {
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	})
+	logs := []*pauseLog{{}, {}, {}}
+	var pods []*pod
+	for _, l := range logs {
+		pods = append(pods, startPods(t, 1, srv, "pauselog", "local", up.URL, quotaEnv("200/s", nil), registry.WithObserver(l))...)
+	}
+	settle(t, pods, 200)
+	trigger.Store(true)
+	if err := get(context.Background(), pods[0].c); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "every pod's observer told", func() bool {
+		for _, l := range logs {
+			if len(l.told()) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(1500 * time.Millisecond) // messages and reads of the pause, which must not be news
+	for i, l := range logs {
+		want := []int{0}
+		if i == 0 {
+			want = []int{http.StatusTooManyRequests}
+		}
+		if got := l.told(); !slices.Equal(got, want) {
+			t.Errorf("pod %d's observer was told of pauses with statuses %v, want %v", i, got, want)
+		}
+	}
 }

@@ -31,6 +31,9 @@ type quota struct {
 
 	synced   atomic.Bool  // the rate is a grant from Redis
 	pauseOut atomic.Int64 // the latest pause this pod's upstream asked for, Unix ns
+	// pauseReport tells the registry's observers of a pause learned from
+	// the fleet (ReportPauses); nil: nobody listens.
+	pauseReport atomic.Pointer[func(time.Time)]
 
 	// The loop's alone (join's, before the loop knows the quota):
 	grant     int64     // micro-requests per second, last granted
@@ -280,8 +283,18 @@ func (q *quota) Status() observe.RateStatus {
 	return st
 }
 
+// ReportPauses implements registry.Quota: report is the registry's hook
+// to its observers, for the pauses this pod learns of from the fleet.
+func (q *quota) ReportPauses(report func(until time.Time)) {
+	if report != nil {
+		q.pauseReport.Store(&report)
+	}
+}
+
 // readPause applies a pause of ms read from Redis or the channel: at most
-// the pod's longest pause (capped), never negative (rejected).
+// the pod's longest pause (capped), never negative (rejected). The
+// registry's observers are told of it (once per pause: the registry
+// drops a pause it told already, such as this pod's own).
 func (q *quota) readPause(ms int64, now time.Time) {
 	switch limit := q.bound.Milliseconds(); {
 	case ms < 0:
@@ -291,7 +304,11 @@ func (q *quota) readPause(ms int64, now time.Time) {
 		q.f.capped.Add(1)
 		ms = limit
 	}
-	q.share.Pause(now.Add(time.Duration(ms) * time.Millisecond))
+	until := now.Add(time.Duration(ms) * time.Millisecond)
+	q.share.Pause(until)
+	if report := q.pauseReport.Load(); report != nil && ms > 0 {
+		(*report)(until)
+	}
 }
 
 // errNoRate refuses a quota with no rate limit.

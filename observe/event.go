@@ -92,7 +92,9 @@ type LimitObserver interface {
 // when the upstream pauses a system (a 429 or 503 with Retry-After, or
 // rate-limit headers that say nothing is left until a reset): its
 // requests are refused, or wait, until until. It is told once per pause,
-// not for each response that extends one in force.
+// not for each response that extends one in force. status is the
+// response's, or 0 when the pause came from another pod's upstream (at
+// RATE_SCOPE=fleet).
 type PauseObserver interface {
 	ObservePause(system string, until time.Time, status int)
 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/config"
@@ -53,10 +54,8 @@ type Client struct {
 	entry http.RoundTripper // one call through the whole pipeline, maybe traced
 	outer *http.Client      // HTTPClient()'s template: the whole pipeline per request, never follows itself
 
-	stats counters
-	// pausedTill is the end of the last pause told to the observers,
-	// Unix nanoseconds.
-	pausedTill atomic.Int64
+	stats      counters
+	pausedTill atomic.Int64 // the end of the last pause told to the observers, Unix ns
 }
 
 func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error) {
@@ -106,14 +105,11 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 				return nil, err
 			}
 		}
+		c.quota.ReportPauses(func(until time.Time) { c.paused(until, 0) })
 	}
 	c.chain = c.buildChain(o)
 	c.entry = callEntry{c}
-	for _, ob := range o.observers {
-		if t, ok := ob.(observe.Tracer); ok {
-			c.entry = t.TraceCall(l.Name, c.entry)
-		}
-	}
+	each(o.observers, func(t observe.Tracer) { c.entry = t.TraceCall(l.Name, c.entry) })
 	c.outer = &http.Client{Transport: pipelineTransport{c}, CheckRedirect: useLastResponse}
 	return c, nil
 }

@@ -41,13 +41,16 @@ func WithFleet(f Fleet) Option {
 // past ctx's deadline; it returns nil, an error matching
 // [ErrRateLimited] when no token comes in time, or ctx's error. Pause
 // stops every request until until (the upstream said so); a shorter
-// pause changes nothing. Status describes the quota. All three are
-// called from any goroutine, concurrently; Wait is on the path of every
-// attempt and must not allocate when a token is at hand.
+// pause changes nothing. Status describes the quota. Wait is on the path
+// of every attempt and must not allocate when a token is at hand.
+// ReportPauses, called once before any call, gives the hook to call with
+// a pause learned from elsewhere (another pod's upstream): the observers
+// hear of it, once per pause.
 type Quota interface {
 	Wait(ctx context.Context, maxWait time.Duration) error
 	Pause(until time.Time)
 	Status() observe.RateStatus
+	ReportPauses(report func(until time.Time))
 }
 
 // fleetCircuit returns the circuit of l, a system at BREAKER_SCOPE=fleet.

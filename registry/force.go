@@ -11,13 +11,9 @@ import (
 // operator's override of the breaker shared by the fleet. Force writes it
 // (state "" releases it) for every pod, where it holds until until;
 // Forced returns the override in force now ("" when none) and when it
-// ends. Forced is on every call's path and must be quick.
-//
-// ReportForces is called once, while the registry builds the client,
-// before any call: from then on the Forcer calls report for every
-// override it learns of from elsewhere (another pod, the command line,
-// its periodic read), once per change, so that this pod's observers hear
-// of it too; not for its own Force, which the registry reports.
+// ends, and is on every call's path. ReportForces, called once before any
+// call, gives the hook to call, once per change, with an override learned
+// from elsewhere (not this pod's own Force): the observers hear of it.
 type Forcer interface {
 	Force(state observe.BreakerState, until time.Time) error
 	Forced() (observe.BreakerState, time.Time)
@@ -29,11 +25,10 @@ type Forcer interface {
 // call with no I/O (op observe.OpForcedOpen, reason "forced-open",
 // matching [ErrCircuitOpen]); [observe.BreakerClosed] lets every call
 // through whatever the evidence; "" releases the breaker back to its own
-// judgement at once. Once d has passed the override ends by itself unless
-// Force renewed it. At BREAKER_SCOPE=fleet the override goes through the
-// fleet's Redis to every pod (and survives a pod's restart); it fails
-// when Redis does not take it. Status, the observers (observe.ForceObserver)
-// and the logger say when a breaker is forced.
+// judgement at once. After d the override ends unless renewed. At
+// BREAKER_SCOPE=fleet it goes through the fleet's Redis to every pod (and
+// survives a restart), and fails when Redis does not take it. Status and
+// the observers (observe.ForceObserver, the log) show it.
 func (c *Client) Force(state observe.BreakerState, d time.Duration) error {
 	switch {
 	case state != observe.BreakerOpen && state != observe.BreakerClosed && state != "":
@@ -41,9 +36,9 @@ func (c *Client) Force(state observe.BreakerState, d time.Duration) error {
 	case state != "" && (d <= 0 || d > observe.MaxForce):
 		return fmt.Errorf("outbound %s: a breaker is forced for more than 0 and at most %v, not %v", c.name, observe.MaxForce, d)
 	}
-	until := time.Now().Add(d)
-	if state == "" {
-		until = time.Time{}
+	var until time.Time
+	if state != "" {
+		until = time.Now().Add(d)
 	}
 	if f, ok := c.cb.(Forcer); ok {
 		if err := f.Force(state, until); err != nil {
@@ -56,12 +51,7 @@ func (c *Client) Force(state observe.BreakerState, d time.Duration) error {
 	return nil
 }
 
-// forceChanged tells the observers that an operator forced (or released)
-// the breaker.
+// forceChanged tells the observers of an override (or its release).
 func (c *Client) forceChanged(state observe.BreakerState, until time.Time) {
-	for _, o := range c.observers {
-		if fo, ok := o.(observe.ForceObserver); ok {
-			fo.ObserveForce(c.name, state, until)
-		}
-	}
+	each(c.observers, func(fo observe.ForceObserver) { fo.ObserveForce(c.name, state, until) })
 }

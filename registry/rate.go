@@ -41,13 +41,14 @@ func (s *rateStage) send(a *attempt) {
 	}
 	if d, ok := ratelimit.PauseFrom(a.resp, time.Now(), s.c.cfg.CallTimeout); ok {
 		until := time.Now().Add(d)
+		s.c.paused(until, a.resp.StatusCode) // first: the fleet's echo is then old news
 		s.q.Pause(until)
-		s.c.paused(until, a.resp.StatusCode)
 	}
 }
 
-// paused tells the observers of a pause the upstream asked for, unless a
-// pause already told is still in force (a burst of 429s is one pause).
+// paused tells the observers of a pause the upstream asked for (status
+// 0: another pod's), unless one told is still in force (a burst of 429s
+// is one pause).
 func (c *Client) paused(until time.Time, status int) {
 	for {
 		shown := c.pausedTill.Load()
@@ -58,9 +59,5 @@ func (c *Client) paused(until time.Time, status int) {
 			break
 		}
 	}
-	for _, o := range c.observers {
-		if po, ok := o.(observe.PauseObserver); ok {
-			po.ObservePause(c.name, until, status)
-		}
-	}
+	each(c.observers, func(po observe.PauseObserver) { po.ObservePause(c.name, until, status) })
 }

@@ -76,11 +76,7 @@ func New(loaded []config.Loaded, opts ...Option) (*Registry, error) {
 		r.Close()
 		return nil, errors.Join(errs...)
 	}
-	for _, ob := range o.observers {
-		if w, ok := ob.(observe.StatusWatcher); ok {
-			w.WatchStatus(r.Status)
-		}
-	}
+	each(o.observers, func(w observe.StatusWatcher) { w.WatchStatus(r.Status) })
 	return r, nil
 }
 

@@ -126,3 +126,13 @@ func (c *Client) report(a *attempt, h hedgeTag) {
 		o.ObserveAttempt(ev)
 	}
 }
+
+// each calls tell with every observer that also has T, an optional
+// interface of package observe.
+func each[T any](observers []observe.Observer, tell func(T)) {
+	for _, o := range observers {
+		if t, ok := o.(T); ok {
+			tell(t)
+		}
+	}
+}

@@ -229,14 +229,18 @@ func (o *Observer) ObserveLimit(e observe.LimitEvent) {
 		slog.Int64("outbound.limit.ceiling", e.Ceiling))
 }
 
-// ObservePause logs a pause the upstream asked for, at Warn.
+// ObservePause logs a pause the upstream asked for, at Warn; without the
+// status when another pod's upstream asked (status 0).
 func (o *Observer) ObservePause(system string, until time.Time, status int) {
 	ctx := context.Background()
 	if !o.l.Enabled(ctx, slog.LevelWarn) {
 		return
 	}
-	o.l.LogAttrs(ctx, slog.LevelWarn, MsgPaused, slog.String("outbound.system", system),
-		slog.Time("outbound.paused_until", until), slog.Int("http.response.status_code", status))
+	attrs := []slog.Attr{slog.String("outbound.system", system), slog.Time("outbound.paused_until", until)}
+	if status != 0 {
+		attrs = append(attrs, slog.Int("http.response.status_code", status))
+	}
+	o.l.LogAttrs(ctx, slog.LevelWarn, MsgPaused, attrs...)
 }
 
 // ObserveForce logs an operator's override of a breaker, or its release,

@@ -68,6 +68,10 @@ func (l *Local) Wait(ctx context.Context, maxWait time.Duration) error {
 // in force changes nothing.
 func (l *Local) Pause(until time.Time) { Extend(&l.paused, until) }
 
+// ReportPauses does nothing: a local quota learns of no pause but its
+// own pod's (registry.Quota).
+func (l *Local) ReportPauses(func(until time.Time)) {}
+
 // Status is the quota's state: its limit, the share this pod may spend
 // (all of it, at scope local), the tokens left now and the pause.
 func (l *Local) Status() observe.RateStatus {
