@@ -190,7 +190,8 @@
 // pod pauses on the message, and reads the key on every tick (a lost
 // message, a pod that starts during the pause). A pod takes a pause read
 // from Redis or the channel for at most its own CALL_TIMEOUT and
-// ratelimit.MaxPause. A burst of 429s is one pause and one message.
+// ratelimit.MaxPause. A burst of 429s is one pause and one message, and
+// every pod's observers (its log) are told of it once.
 // Measured: a 429 with Retry-After: 2 on one of 5 pods, the upstream saw
 // nothing from 0-2ms after it until 2.001-2.002s after it.
 //
