@@ -38,7 +38,7 @@ type Fleet struct {
 
 // String shows the settings with the URL redacted.
 func (f Fleet) String() string {
-	return fmt.Sprintf("{RedisURL:%s Namespace:%s}", redact.Printable(redact.BaseURL(f.RedisURL)), redact.Printable(f.Namespace))
+	return fmt.Sprintf("{RedisURL:%s Namespace:%s}", redact.Printable(redact.RedisURL(f.RedisURL)), redact.Printable(f.Namespace))
 }
 
 // GoString is String, so that %#v does not show the password either.
@@ -63,7 +63,7 @@ func (f Fleet) problems(src Source) []Problem {
 		if msg := redisURLProblem(f.RedisURL); msg != "" {
 			// Shown only as far as a password can be told apart from
 			// the rest: a bare password pasted by mistake never is.
-			probs = append(probs, Problem{Var: FleetRedisURLVar, Value: redact.BaseURL(f.RedisURL), Source: src, Rule: msg})
+			probs = append(probs, Problem{Var: FleetRedisURLVar, Value: redact.RedisURL(f.RedisURL), Source: src, Rule: msg})
 		}
 	}
 	switch {

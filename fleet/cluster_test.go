@@ -31,7 +31,43 @@ func TestOnRedisCluster(t *testing.T) {
 	t.Run("breaker opens every pod and recovers", func(t *testing.T) { clusterBreaker(t, cl) })
 	t.Run("quota holds the limit across pods", func(t *testing.T) { clusterQuota(t, cl) })
 	t.Run("a 429 pauses every pod", func(t *testing.T) { clusterPause(t, cl) })
+	t.Run("the least rights sync", func(t *testing.T) { clusterLeastRights(t, cl) })
 }
+
+// clusterLeastRightsRules are the ACL rules docs/fleet-redis.md gives for
+// a Redis Cluster: a single Redis's, and CLUSTER SLOTS, which go-redis
+// reads the slot map with (without it the fleet never syncs).
+var clusterLeastRightsRules = append(slices.Clone(leastRightsRules), "+cluster|slots")
+
+// clusterLeastRights: a user with the least rights the guide gives for a
+// cluster, set on every node, syncs the fleet's breakers and quotas on
+// all three masters.
+func clusterLeastRights(t *testing.T, cl *redistest.Cluster) {
+	const user, password = "least", "s3cret-pw"
+	if err := cl.Do(append([]string{"ACL", "SETUSER", user, "on", ">" + password}, clusterLeastRightsRules...)...); err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Replace(cl.URL(), "redis://", "redis://"+user+":"+password+"@", 1)
+	names := spread(t, cl, "cleast")
+	bases := map[string]string{}
+	for _, name := range names {
+		bases[name] = outboundtest.NewUpstream(t, outboundtest.Healthy()).URL
+	}
+	pods := startMultiPods(t, 2, userAt(url), "cleast", bases, clusterQuotaEnv)
+	for _, p := range pods {
+		for _, name := range names {
+			if err := get(context.Background(), p.clients[name]); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+	}
+	everyMasterRanScripts(t, cl)
+}
+
+// userAt is a Redis URL as a redisAt.
+type userAt string
+
+func (u userAt) URL() string { return string(u) }
 
 // spread returns three system names whose keys in namespace ns land on
 // the three masters of cl, one each.

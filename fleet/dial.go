@@ -95,7 +95,7 @@ func newClient(cfg *Config) (redis.UniversalClient, error) {
 // errParse is the error of a URL go-redis does not parse. go-redis's
 // message may quote the URL: it is kept out.
 func errParse(cfg *Config) error {
-	return fmt.Errorf("fleet: redis URL %s does not parse", redact.BaseURL(cfg.RedisURL))
+	return fmt.Errorf("fleet: redis URL %s does not parse", redact.RedisURL(cfg.RedisURL))
 }
 
 // goRedisURL is cfg's URL without outbound's cluster= parameter, which

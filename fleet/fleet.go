@@ -123,7 +123,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	f := &Fleet{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		url:      redact.BaseURL(cfg.RedisURL),
+		url:      redact.RedisURL(cfg.RedisURL),
 		rdb:      rdb,
 		batch:    batchScript,
 		channel:  channelOf(cfg.Namespace),

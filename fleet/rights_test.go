@@ -14,6 +14,11 @@ import (
 	"github.com/outbound-go/outbound/outboundtest/registrytest"
 )
 
+// leastRightsRules are the ACL rules of the least rights the fleet needs
+// on a single Redis, as docs/fleet-redis.md gives them.
+var leastRightsRules = []string{"resetkeys", "~outbound:fleet:*", "resetchannels", "&outbound:fleet:*",
+	"-@all", "+evalsha", "+eval", "+script|load", "+time", "+@read", "+@write", "+publish", "+subscribe", "+unsubscribe", "+@connection"}
+
 // TestRedisUserWithoutRightsIsNotSynced: the fleet needs to run scripts,
 // write keys and publish. A Redis user (ACL) that lacks any of them
 // shares no evidence and no state, so the pod shows not synced, with
@@ -30,9 +35,7 @@ func TestRedisUserWithoutRightsIsNotSynced(t *testing.T) {
 		ok    bool
 	}{
 		{"everything", []string{"+@all"}, true},
-		// The least the fleet needs, as docs/fleet-redis.md gives it.
-		{"least", []string{"resetkeys", "~outbound:fleet:*", "resetchannels", "&outbound:fleet:*",
-			"-@all", "+evalsha", "+eval", "+script|load", "+time", "+@read", "+@write", "+publish", "+subscribe", "+unsubscribe", "+@connection"}, true},
+		{"least", leastRightsRules, true},
 		{"noscripts", []string{"+@all", "-eval", "-evalsha", "-@scripting"}, false},
 		{"nopublish", []string{"+@all", "-publish"}, false},
 		{"nowrites", []string{"+@all", "-@write", "+publish"}, false},

@@ -39,7 +39,7 @@ func fleetWarnings(ctx context.Context, env map[string]string) []config.Problem 
 		c.Close()
 		return nil
 	}
-	return []config.Problem{{Var: config.FleetRedisURLVar, Value: redact.BaseURL(f.RedisURL), Source: config.FromEnv,
+	return []config.Problem{{Var: config.FleetRedisURLVar, Value: redact.RedisURL(f.RedisURL), Source: config.FromEnv,
 		Rule: "nothing answers at " + redact.Printable(net.JoinHostPort(u.Hostname(), port)) +
 			": pods will start and run every breaker local until Redis answers"}}
 }

@@ -76,6 +76,34 @@ func BaseURL(s string) string {
 	return Mark
 }
 
+// RedisURL is [BaseURL] for the fleet's Redis URL, but for the values of
+// its cluster= and of each addr= that is a host and port ([IsHostPort]):
+// another node of a Redis Cluster is no secret, and an operator reading
+// Status needs to see which nodes the pod was given.
+func RedisURL(s string) string {
+	shown := BaseURL(s)
+	u, err := url.Parse(s)
+	if _, hidden := hiddenUserinfo(s); shown == s || err != nil || hidden || u.RawQuery == "" {
+		return shown
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	v, err2 := url.Parse(shown)
+	if err != nil || err2 != nil {
+		return shown
+	}
+	sq := v.Query()
+	for i, a := range q["addr"] {
+		if IsHostPort(a) && i < len(sq["addr"]) {
+			sq["addr"][i] = a
+		}
+	}
+	if c := q["cluster"]; len(c) == 1 && (strings.EqualFold(c[0], "true") || strings.EqualFold(c[0], "false")) {
+		sq["cluster"] = c
+	}
+	v.RawQuery = sq.Encode()
+	return v.String()
+}
+
 // hostPortRE is a host name, an IPv4 address or a bracketed IPv6 address,
 // a port, and optionally a path without '?', '#' or '@'.
 var hostPortRE = regexp.MustCompile(`^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}(?:/[^?#@]*)?$`)

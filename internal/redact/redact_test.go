@@ -101,3 +101,24 @@ func TestBaseURLShowsOnlyWhatItCanRedact(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisURLShowsTheClusterNodes: the fleet's Redis URL hides its
+// password and every query value as BaseURL does, but for cluster= and
+// the addr= values that are a host and port: the nodes of a cluster are
+// no secret, and an addr= that is anything else may be a pasted password.
+func TestRedisURLShowsTheClusterNodes(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"redis://:pw@r0:6379?cluster=true&addr=r1:6379&addr=r2:6379",
+			"redis://REDACTED@r0:6379?addr=r1%3A6379&addr=r2%3A6379&cluster=true"},
+		{"rediss://u:pw@r0:6379?addr=pw@r1:6379&cluster=true&dial_timeout=pw",
+			"rediss://REDACTED@r0:6379?addr=REDACTED&cluster=true&dial_timeout=REDACTED"},
+		{"redis://r0:6379?cluster=yes", "redis://r0:6379?cluster=REDACTED"},
+		{"redis://r0:6379/0", "redis://r0:6379/0"},
+		{"redis:S3cret", Mark},
+		{"redis://a:b/c@r0:6379?addr=r1:6379", "redis://REDACTED@r0:6379?REDACTED"},
+	} {
+		if got := RedisURL(tc.in); got != tc.want {
+			t.Errorf("RedisURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
