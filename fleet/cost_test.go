@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -142,12 +141,7 @@ func measureCost(t *testing.T, s costSetup) cost {
 // ZADD every 2s, each alive for 2.9s (a pod's life is 3s).
 func keepAlive(ctx context.Context, t *testing.T, srv *redistest.Server, ns string, n int) {
 	for ctx.Err() == nil {
-		words := []string{"ZADD", "outbound:fleet:{" + ns + "}:pods"}
-		end := strconv.FormatInt(time.Now().Add(2900*time.Millisecond).UnixMilli(), 10)
-		for i := range n {
-			words = append(words, end, "crowd"+strconv.Itoa(i))
-		}
-		if _, err := srv.Do(words...); err != nil {
+		if err := writeAlive(srv, ns, n, 2900*time.Millisecond); err != nil {
 			t.Errorf("keeping the crowd alive: %v", err)
 			return
 		}

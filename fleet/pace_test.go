@@ -3,7 +3,6 @@ package fleet_test
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -37,11 +36,7 @@ func TestTickFollowsTheFleetsSize(t *testing.T) {
 	const pods = "outbound:fleet:{pace}:pods"
 	alive := func(n int, life time.Duration) {
 		t.Helper()
-		words := []string{"ZADD", pods}
-		for i := range n {
-			words = append(words, strconv.FormatInt(time.Now().Add(life).UnixMilli(), 10), "other"+strconv.Itoa(i))
-		}
-		if _, err := srv.Do(words...); err != nil {
+		if err := writeAlive(srv, "pace", n, life); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -172,4 +173,16 @@ func (l callLoad) commands(t *testing.T, srv *redistest.Server) (sent, inside in
 	}
 	t.Logf("%d calls in %.1fs: %d commands sent, %d run inside scripts: %v", l.perPod*len(l.pods), elapsed.Seconds(), sent, inside, stats)
 	return sent, inside, elapsed
+}
+
+// writeAlive writes n pods that do not exist alive in the count of the
+// pods of namespace ns for life, as pods say they are alive (pace.go).
+func writeAlive(srv *redistest.Server, ns string, n int, life time.Duration) error {
+	words := []string{"ZADD", "outbound:fleet:{" + ns + "}:pods"}
+	end := strconv.FormatInt(time.Now().Add(life).UnixMilli(), 10)
+	for i := range n {
+		words = append(words, end, "other"+strconv.Itoa(i))
+	}
+	_, err := srv.Do(words...)
+	return err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/metrics"
 	"github.com/outbound-go/outbound/outboundtest"
+	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -32,17 +33,9 @@ func TestHedgesCountedSentWonAndLost(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	}))
-	loaded, err := config.LoadEnv(map[string]string{config.SystemsVar: "inv", "INV_BASE_URL": up.URL, "INV_HEDGE_DELAY": "10ms",
-		"INV_BACKOFF_BASE": "1ms", "INV_BACKOFF_MAX": "2ms"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := metrics.New(nil)
-	reg, err := registry.New(loaded, registry.WithObserver(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := registrytest.New(t, map[string]string{config.SystemsVar: "inv", "INV_BASE_URL": up.URL, "INV_HEDGE_DELAY": "10ms",
+		"INV_BACKOFF_BASE": "1ms", "INV_BACKOFF_MAX": "2ms"}, registrytest.With(registry.WithObserver(m)))
 	if err := m.Watch(reg); err != nil {
 		t.Fatal(err)
 	}

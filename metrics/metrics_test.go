@@ -17,6 +17,7 @@ import (
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/metrics"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
 )
 
@@ -471,17 +472,9 @@ func gaugeValue(t *testing.T, g prometheus.Gatherer, name, system string) float6
 // limit and an operator impose on a system.
 func TestRateLimitAndForcedBreakerAreGauges(t *testing.T) {
 	up, _ := upstream(t)
-	loaded, err := config.LoadEnv(map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": up.URL,
-		"INV_RATE_LIMIT": "1/h", "INV_RATE_BURST": "1"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := metrics.New(nil)
-	r, err := registry.New(loaded, registry.WithObserver(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := registrytest.New(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": up.URL,
+		"INV_RATE_LIMIT": "1/h", "INV_RATE_BURST": "1"}, registrytest.With(registry.WithObserver(m)))
 	if err := m.Watch(r); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -27,6 +26,7 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/transport"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 )
@@ -58,21 +58,12 @@ func benchRegistry(b *testing.B, baseURL string, extra ...string) (*Registry, *C
 	return r, r.MustClient("bench")
 }
 
-// benchRawClient is the raw baseline: a net/http client tuned as the
-// registry tunes a system's transport (registry/transport.go), with the
-// same settings, and http.Client.Timeout = CALL_TIMEOUT. Its idle
+// benchRawClient is the raw baseline: a net/http client over the
+// transport the registry builds for a system with the same settings
+// (internal/transport), and http.Client.Timeout = CALL_TIMEOUT. Its idle
 // connections are closed in b.Cleanup.
 func benchRawClient(b *testing.B, c config.Client) *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	d := &net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second}
-	t.DialContext = d.DialContext
-	t.TLSHandshakeTimeout = c.TLSHandshakeTimeout
-	t.ResponseHeaderTimeout = c.ReadTimeout
-	t.IdleConnTimeout = c.IdleConnTimeout
-	t.MaxIdleConns = 0
-	t.MaxIdleConnsPerHost = c.MaxConcurrent
-	t.MaxConnsPerHost = c.MaxConcurrent
-	t.ForceAttemptHTTP2 = true
+	t := transport.New(c, nil)
 	b.Cleanup(t.CloseIdleConnections)
 	return &http.Client{Transport: t, Timeout: c.CallTimeout}
 }

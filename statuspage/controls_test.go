@@ -6,9 +6,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/observe"
-	"github.com/outbound-go/outbound/registry"
+	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/statuspage"
 )
 
@@ -16,15 +15,7 @@ import (
 // forced open shows in the system's status and refuses calls, auto
 // releases it, and bad requests are refused with what is wrong.
 func TestControlsForceAndReleaseABreaker(t *testing.T) {
-	loaded, err := config.LoadEnv(map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": "http://127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(loaded)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := registrytest.New(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": "http://127.0.0.1:1"})
 	h := statuspage.Controls(reg)
 	do := func(method, target string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()

@@ -12,6 +12,7 @@ import (
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/fleet"
 	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
 	"github.com/outbound-go/outbound/statuspage"
 )
@@ -20,15 +21,7 @@ import (
 // pod's controls: forced open, then released; usage errors exit 2 and a
 // refusal of the pod exits 1.
 func TestBreakerCommandForcesAPodsBreaker(t *testing.T) {
-	loaded, err := config.LoadEnv(map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": "http://127.0.0.1:1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.New(loaded)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reg.Close()
+	reg := registrytest.New(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": "http://127.0.0.1:1"})
 	pod := httptest.NewServer(statuspage.Controls(reg))
 	defer pod.Close()
 	run := func(args ...string) (int, string) {
@@ -63,11 +56,8 @@ func TestBreakerCommandWithoutPodForcesEveryPod(t *testing.T) {
 	srv := redistest.Start(t)
 	t.Setenv(config.FleetRedisURLVar, srv.URL())
 	t.Setenv(config.FleetNamespaceVar, "shop")
-	loaded, err := config.LoadEnv(map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": "http://127.0.0.1:1", "INV_BREAKER_SCOPE": "fleet",
-		config.FleetRedisURLVar: srv.URL(), config.FleetNamespaceVar: "shop"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": "http://127.0.0.1:1", "INV_BREAKER_SCOPE": "fleet",
+		config.FleetRedisURLVar: srv.URL(), config.FleetNamespaceVar: "shop"}
 	var pods []*registry.Client
 	for range 2 {
 		f, err := fleet.New(context.Background(), fleet.Config{RedisURL: srv.URL(), Namespace: "shop"})
@@ -75,12 +65,7 @@ func TestBreakerCommandWithoutPodForcesEveryPod(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { f.Close() })
-		reg, err := registry.New(loaded, f.Option())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { reg.Close() })
-		pods = append(pods, reg.MustClient("inv"))
+		pods = append(pods, registrytest.New(t, env, registrytest.With(f.Option())).MustClient("inv"))
 	}
 	run := func(args ...string) (int, string) {
 		var out, errb bytes.Buffer
