@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -38,7 +37,7 @@ type Fleet struct {
 
 // String shows the settings with the URL redacted.
 func (f Fleet) String() string {
-	return fmt.Sprintf("{RedisURL:%s Namespace:%s}", redact.Printable(redact.RedisURL(f.RedisURL)), redact.Printable(f.Namespace))
+	return fmt.Sprintf("{RedisURL:%s Namespace:%s}", redact.Show(redact.RedisURL(f.RedisURL)), redact.Show(f.Namespace))
 }
 
 // GoString is String, so that %#v does not show the password either.
@@ -60,7 +59,7 @@ func (f Fleet) Validate() error {
 func (f Fleet) problems(src Source) []Problem {
 	var probs []Problem
 	if f.RedisURL != "" {
-		if msg := redisURLProblem(f.RedisURL); msg != "" {
+		if _, msg := parseRedis(f.RedisURL); msg != "" {
 			// Shown only as far as a password can be told apart from
 			// the rest: a bare password pasted by mistake never is.
 			probs = append(probs, Problem{Var: FleetRedisURLVar, Value: redact.RedisURL(f.RedisURL), Source: src, Rule: msg})
@@ -86,7 +85,8 @@ func (f Fleet) problems(src Source) []Problem {
 //	rediss://:password@redis-0.redis:6379?cluster=true&addr=redis-1.redis:6379&addr=redis-2.redis:6379
 //
 // The client learns the others from any node that answers. A cluster
-// has only database 0: the URL has no other.
+// has only database 0: the URL has no other. [Fleet.Redis] reads the
+// rest of the URL.
 func (f Fleet) Cluster() bool {
 	u, err := url.Parse(f.RedisURL)
 	if err != nil {
@@ -95,69 +95,6 @@ func (f Fleet) Cluster() bool {
 	q, err := url.ParseQuery(u.RawQuery)
 	cluster, ok := clusterFlag(q)
 	return err == nil && ok && cluster
-}
-
-// clusterFlag reads cluster= from a URL's query: absent is false; ok is
-// false when it is given twice or is neither true nor false.
-func clusterFlag(q url.Values) (cluster, ok bool) {
-	flag := q[ClusterParam]
-	switch {
-	case len(flag) == 0:
-		return false, true
-	case len(flag) > 1:
-		return false, false
-	}
-	return strings.EqualFold(flag[0], "true"), strings.EqualFold(flag[0], "true") || strings.EqualFold(flag[0], "false")
-}
-
-// ClusterParam is the query parameter of OUTBOUND_FLEET_REDIS_URL that
-// says the URL names a Redis Cluster (cluster=true).
-const ClusterParam = "cluster"
-
-// redisSchemes are the schemes of OUTBOUND_FLEET_REDIS_URL.
-var redisSchemes = map[string]bool{"redis": true, "rediss": true}
-
-// redisURLProblem says what is wrong with a fleet Redis URL, or "".
-func redisURLProblem(s string) string {
-	u, err := url.Parse(s)
-	switch {
-	case redact.IsHostPort(s):
-		return "the scheme is missing: start it with redis:// or rediss://"
-	case err != nil || redact.UserinfoOutsideAuthority(s):
-		return "not a URL: if the password holds '/', '?', '#', '@' or '%', percent-encode them (%2F, %3F, %23, %40, %25)"
-	case !redisSchemes[u.Scheme]:
-		return "must be " + redisURLScheme + " (e.g. rediss://:password@redis.internal:6379/0)"
-	case u.Hostname() == "":
-		return "must name a host"
-	case u.Port() != "" && !validPort(u.Port()):
-		return "port must be 1..65535"
-	}
-	return nodesProblem(u)
-}
-
-// nodesProblem says what is wrong with the other nodes a Redis URL names
-// (addr=host:port, a cluster's alone) and its database, or "".
-func nodesProblem(u *url.URL) string {
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return "the query does not parse: percent-encode '%', '&' and ';' in its values"
-	}
-	addrs := q["addr"]
-	cluster, ok := clusterFlag(q)
-	switch {
-	case !ok:
-		return "cluster= must be true (a Redis Cluster) or false, once"
-	case !cluster && len(addrs) > 0:
-		return "addr= names more nodes of a Redis Cluster: add cluster=true to the query"
-	case cluster && u.Path != "" && u.Path != "/" && u.Path != "/0":
-		return "a Redis Cluster has only database 0: drop the path"
-	}
-	for i, a := range addrs {
-		if h, p, err := net.SplitHostPort(a); err != nil || h == "" || !validPort(p) {
-			return fmt.Sprintf("addr= number %d must be host:port, port 1..65535", i+1)
-		}
-	}
-	return ""
 }
 
 // LoadFleet reads OUTBOUND_FLEET_* from the process environment and

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -146,5 +147,31 @@ func TestRedisClusterURL(t *testing.T) {
 		if strings.Contains(err.Error(), pw) {
 			t.Errorf("%s: the problem shows the password: %v", tc.url, err)
 		}
+	}
+}
+
+// TestFleetRedisReadsTheURL: Fleet.Redis is the one reading of the URL the
+// fleet dials; printed, it hides the password.
+func TestFleetRedisReadsTheURL(t *testing.T) {
+	t.Parallel()
+	r, err := config.Fleet{RedisURL: "rediss://u:hunter2@r0:7000?cluster=true&addr=r1:7001&skip_verify=true", Namespace: "ns"}.Redis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.TLS || !r.Cluster || !r.SkipVerify || r.Host != "r0" || r.Username != "u" || r.Password != "hunter2" ||
+		strings.Join(r.Addrs, ",") != "r0:7000,r1:7001" {
+		t.Errorf("Redis() = %+v", r)
+	}
+	for _, s := range []string{fmt.Sprint(r), fmt.Sprintf("%+v", r), fmt.Sprintf("%#v", r)} {
+		if strings.Contains(s, "hunter2") {
+			t.Errorf("printed: %s", s)
+		}
+	}
+	if r, err := (config.Fleet{RedisURL: "redis://r0/5"}).Redis(); err != nil || r.DB != 5 || r.Addrs[0] != "r0:6379" {
+		t.Errorf("Redis() = %+v, %v; want db 5 on r0:6379", r, err)
+	}
+	_, err = config.Fleet{RedisURL: "redis://:hunter2@r0?db=x"}.Redis()
+	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "db= must be a database number") || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("Redis() of db=x: %v", err)
 	}
 }

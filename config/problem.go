@@ -1,10 +1,12 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/outbound-go/outbound/internal/redact"
 	"strings"
+
+	"github.com/outbound-go/outbound/internal/redact"
 )
 
 // ErrInvalid matches every [*Error] with errors.Is.
@@ -31,11 +33,11 @@ type Problem struct {
 // value can forge a line of the report.
 func (p Problem) Error() string {
 	var b strings.Builder
-	b.WriteString(redact.Printable(p.Var))
+	b.WriteString(redact.Show(p.Var))
 	switch {
 	case p.Value != "":
 		b.WriteByte('=')
-		b.WriteString(redact.Printable(p.Value))
+		b.WriteString(redact.Show(p.Value))
 		if p.Source != FromEnv && p.Var != "code" {
 			fmt.Fprintf(&b, " (%s default)", p.Source)
 		}
@@ -47,6 +49,16 @@ func (p Problem) Error() string {
 	b.WriteString(": ")
 	b.WriteString(p.Rule)
 	return b.String()
+}
+
+// MarshalJSON renders the problem with its name and value cut as
+// [Problem.Error] cuts them (redact.Clip): a huge value never makes a huge
+// report.
+func (p Problem) MarshalJSON() ([]byte, error) {
+	type plain Problem // no methods: no recursion
+	q := plain(p)
+	q.Var, q.Value = redact.Clip(q.Var), redact.Clip(q.Value)
+	return json.Marshal(q)
 }
 
 // Error is every problem found by [Load], across all fields of all

@@ -2,17 +2,16 @@ package fleet
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/outbound-go/outbound/config"
-	"github.com/outbound-go/outbound/internal/redact"
 )
 
 // go-redis v9 (v9.23.0) logs through one logger for the whole process
@@ -69,7 +68,10 @@ func (a dialAddr) String() string  { return a.addr }
 
 // newClient checks cfg's Redis URL and namespace and returns the fleet's
 // Redis client: a *redis.ClusterClient when the URL names a Redis Cluster
-// (config.Fleet.Cluster), else a *redis.Client.
+// (config.Redis.Cluster), else a *redis.Client. The URL is read by
+// config (config.Fleet.Redis), never by go-redis: the URL `outbound
+// check` passes is the one dialled here, and one it refuses is refused
+// here with the same reason.
 func newClient(cfg *Config) (redis.UniversalClient, error) {
 	if cfg.RedisURL == "" {
 		return nil, errors.New("fleet: no Redis URL (" + config.FleetRedisURLVar + ")")
@@ -78,56 +80,30 @@ func newClient(cfg *Config) (redis.UniversalClient, error) {
 	if err := fc.Validate(); err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
-	if fc.Cluster() {
-		opt, err := clusterOptions(cfg)
-		if err != nil {
-			return nil, err
-		}
-		return redis.NewClusterClient(opt), nil
-	}
-	opt, err := clientOptions(cfg)
+	r, err := fc.Redis()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("fleet: %w", err)
 	}
-	return redis.NewClient(opt), nil
+	if r.Cluster {
+		return redis.NewClusterClient(clusterOptions(cfg, r)), nil
+	}
+	return redis.NewClient(clientOptions(cfg, r)), nil
 }
 
-// errParse is the error of a URL go-redis does not parse. go-redis's
-// message may quote the URL: it is kept out.
-func errParse(cfg *Config) error {
-	return fmt.Errorf("fleet: redis URL %s does not parse", redact.RedisURL(cfg.RedisURL))
-}
-
-// goRedisURL is cfg's URL without outbound's cluster= parameter, which
-// go-redis would refuse as an unknown option.
-func goRedisURL(cfg *Config) (string, error) {
-	u, err := url.Parse(cfg.RedisURL)
-	if err != nil {
-		return "", errParse(cfg)
+// tlsConfig is the TLS of a rediss:// URL (nil for redis://), as
+// go-redis's ParseURL sets it: the URL's host is the name the server's
+// certificate must hold.
+func tlsConfig(r config.Redis) *tls.Config {
+	if !r.TLS {
+		return nil
 	}
-	if u.RawQuery == "" {
-		return cfg.RedisURL, nil
-	}
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		return "", errParse(cfg)
-	}
-	q.Del(config.ClusterParam)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
+	return &tls.Config{ServerName: r.Host, MinVersion: tls.VersionTLS12, InsecureSkipVerify: r.SkipVerify}
 }
 
 // clientOptions returns the options of the fleet's client of a single
-// Redis (cfg's URL checked).
-func clientOptions(cfg *Config) (*redis.Options, error) {
-	u, err := goRedisURL(cfg)
-	if err != nil {
-		return nil, err
-	}
-	opt, err := redis.ParseURL(u)
-	if err != nil {
-		return nil, errParse(cfg)
-	}
+// Redis r.
+func clientOptions(cfg *Config, r config.Redis) *redis.Options {
+	opt := &redis.Options{Network: "tcp", Addr: r.Addrs[0], Username: r.Username, Password: r.Password, DB: r.DB, TLSConfig: tlsConfig(r)}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
 	opt.PoolTimeout = cfg.Timeout
 	opt.ContextTimeoutEnabled = true
@@ -145,7 +121,7 @@ func clientOptions(cfg *Config) (*redis.Options, error) {
 	opt.PoolSize = poolSize
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	return opt, nil
+	return opt
 }
 
 // poolSize is the size of the pool of each Redis the fleet talks to (see
@@ -153,19 +129,11 @@ func clientOptions(cfg *Config) (*redis.Options, error) {
 const poolSize = 1 << 16
 
 // clusterOptions returns the options of the fleet's client of a Redis
-// Cluster (cfg's URL checked, with cluster=true: config.Fleet.Cluster),
-// set as clientOptions sets a single Redis's, for each node. A MOVED or
-// ASK reply (a slot that moved) is followed at most twice within the
-// round trip; the node map is read again at once.
-func clusterOptions(cfg *Config) (*redis.ClusterOptions, error) {
-	u, err := goRedisURL(cfg)
-	if err != nil {
-		return nil, err
-	}
-	opt, err := redis.ParseClusterURL(u)
-	if err != nil {
-		return nil, errParse(cfg)
-	}
+// Cluster r, set as clientOptions sets a single Redis's, for each node. A
+// MOVED or ASK reply (a slot that moved) is followed at most twice within
+// the round trip; the node map is read again at once.
+func clusterOptions(cfg *Config, r config.Redis) *redis.ClusterOptions {
+	opt := &redis.ClusterOptions{Addrs: r.Addrs, Username: r.Username, Password: r.Password, TLSConfig: tlsConfig(r)}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
 	opt.PoolTimeout = cfg.Timeout
 	opt.ContextTimeoutEnabled = true
@@ -176,7 +144,7 @@ func clusterOptions(cfg *Config) (*redis.ClusterOptions, error) {
 	opt.PoolSize = poolSize
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	return opt, nil
+	return opt
 }
 
 // channelOf is the channel of the fleet of namespace ns.

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/outbound-go/outbound/internal/checkcmd"
 	"github.com/outbound-go/outbound/internal/testutil"
+	"github.com/outbound-go/outbound/registry"
 )
 
 // A client certificate that expires within 14 days is a warning: check
@@ -71,5 +74,52 @@ func TestCheckWarnsOnUnreachableFleetRedis(t *testing.T) {
 	}
 	if strings.Contains(out, "hunter2") {
 		t.Errorf("the password shows:\n%s", out)
+	}
+}
+
+// A fleet Redis that no system uses, and a scope set without a system's
+// prefix, do nothing: the check warns (and still exits 0), and a registry
+// started with a logger logs the same warnings.
+func TestUnusedFleetSettingsAreWarnedOf(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close() // something answers: only the warnings under test
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"a Redis no system uses", []string{"OUTBOUND_FLEET_REDIS_URL", "redis://:hunter2@" + l.Addr().String(), "OUTBOUND_FLEET_NAMESPACE", "checkout"},
+			[]string{"OUTBOUND_FLEET_REDIS_URL=redis://REDACTED@" + l.Addr().String() + ": no system is at BREAKER_SCOPE=fleet or RATE_SCOPE=fleet"}},
+		{"unprefixed scopes", []string{"BREAKER_SCOPE", "fleet", "RATE_SCOPE", "fleet"},
+			[]string{"BREAKER_SCOPE=fleet: no system reads it: a system's scope is set under its prefix (PAYMENTS_BREAKER_SCOPE)",
+				"RATE_SCOPE=fleet: no system reads it: a system's scope is set under its prefix (PAYMENTS_RATE_SCOPE)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cleanEnv(t, append([]string{"OUTBOUND_SYSTEMS", "payments", "PAYMENTS_BASE_URL", "https://pay.internal/v1"}, tc.env...)...)
+			code, out, errOut := runOut(t, "check")
+			if code != exitOK {
+				t.Fatalf("exit %d, want %d (a warning is not a failure)\n%s%s", code, exitOK, out, errOut)
+			}
+			var logs bytes.Buffer
+			reg, err := registry.FromEnvWith(nil, registry.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			reg.Close()
+			for _, w := range tc.want {
+				if !strings.Contains(out, "  warning: "+w) {
+					t.Errorf("the check does not warn %q:\n%s", w, out)
+				}
+				if !strings.Contains(logs.String(), w) {
+					t.Errorf("the registry does not log %q:\n%s", w, logs.String())
+				}
+			}
+			if strings.Contains(out+logs.String(), "hunter2") {
+				t.Errorf("the password shows:\n%s%s", out, logs.String())
+			}
+		})
 	}
 }

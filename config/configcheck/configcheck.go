@@ -16,7 +16,7 @@
 //		// ... start the service
 //	}
 //
-// and `myservice check-config [--json]` prints the report of
+// and `myservice check-config [--file F] [--json]` prints the report of
 // `outbound check` (the same text and the same JSON, from the same code)
 // for the systems declared in code plus those of OUTBOUND_SYSTEMS, with
 // the exit codes of `outbound check`: [ExitValid] (0), [ExitInvalid] (1)

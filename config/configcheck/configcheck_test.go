@@ -74,7 +74,7 @@ func TestCheckExitCodes(t *testing.T) {
 		{"no --system here", good, []string{"--system", "x"}, []config.System{payments}, configcheck.ExitUsage, "flag provided but not defined"},
 		{"stray argument", good, []string{"extra"}, []config.System{payments}, configcheck.ExitUsage, `unexpected argument "extra"`},
 		{"nothing declared", map[string]string{}, nil, nil, configcheck.ExitUsage, "svc check-config: no system declared: set OUTBOUND_SYSTEMS"},
-		{"help", good, []string{"-h"}, []config.System{payments}, configcheck.ExitValid, "Usage: svc check-config [--json]"},
+		{"help", good, []string{"-h"}, []config.System{payments}, configcheck.ExitValid, "Usage: svc check-config [--file F] [--json]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

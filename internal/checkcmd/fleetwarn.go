@@ -40,6 +40,6 @@ func fleetWarnings(ctx context.Context, env map[string]string) []config.Problem 
 		return nil
 	}
 	return []config.Problem{{Var: config.FleetRedisURLVar, Value: redact.RedisURL(f.RedisURL), Source: config.FromEnv,
-		Rule: "nothing answers at " + redact.Printable(net.JoinHostPort(u.Hostname(), port)) +
+		Rule: "nothing answers at " + redact.Show(net.JoinHostPort(u.Hostname(), port)) +
 			": pods will start and run every breaker local until Redis answers"}}
 }

@@ -13,7 +13,9 @@
 //     still shows which page was asked for.
 //
 // Text that does not parse as a URL is redacted more, never less: all
-// between the scheme and the last '@', and all from the first '?' or '#'.
+// between the scheme and the last '@', and all from the first '?' or '#';
+// without an '@', all after the scheme ("redis://default:S3cret", whose
+// password url.Parse took for a bad port, shows as "redis://REDACTED").
 // [BaseURL] shows text without a scheme and "//" only when it is a bare
 // host and port, and otherwise nothing of it.
 // [BaseURL] also treats an '@' that url.Parse left in the path as the end
@@ -30,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Mark replaces every secret.
@@ -160,10 +163,14 @@ func redact(s string, strict bool, secret func(name string) bool) string {
 	if err != nil || (strict && hidden) {
 		// In text that does not parse, userinfo may hold any byte ('/',
 		// '?' and '#' included): redact everything between the scheme and
-		// the last '@'.
-		if at := strings.LastIndexByte(s, '@'); at >= start {
-			s = s[:start] + Mark + s[at:]
+		// the last '@'. Without an '@' there is no telling a host from a
+		// password ("redis://default:S3cret" fails on its port): all
+		// after the scheme goes.
+		at := strings.LastIndexByte(s, '@')
+		if at < start {
+			return s[:start] + Mark
 		}
+		s = s[:start] + Mark + s[at:]
 		if i := strings.IndexAny(s, "?#"); i >= 0 {
 			s = s[:i] + "?" + Mark
 		}
@@ -208,6 +215,28 @@ func redact(s string, strict bool, secret func(name string) bool) string {
 	}
 	return u.String()
 }
+
+// MaxShown is how many bytes of a value [Clip] keeps.
+const MaxShown = 200
+
+// Clip returns s when it is at most [MaxShown] bytes long, and otherwise
+// its first MaxShown bytes (cut on a rune boundary), an ellipsis and how
+// long it was: "aaaa… (1048576 bytes)". Every report shows a value
+// through Clip, so that a huge value cannot make a huge report. Clip
+// each value once, where it is shown.
+func Clip(s string) string {
+	if len(s) <= MaxShown {
+		return s
+	}
+	n := MaxShown
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "… (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// Show is s as a report shows a value: [Clip] then [Printable].
+func Show(s string) string { return Printable(Clip(s)) }
 
 // Printable returns s as it is when every rune of it is printable, and
 // otherwise Go-quoted ("a\r\nb", "\x1b[31m"), so that a value taken from

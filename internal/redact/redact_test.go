@@ -3,6 +3,7 @@ package redact
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestURLPolicies(t *testing.T) {
@@ -95,6 +96,11 @@ func TestBaseURLShowsOnlyWhatItCanRedact(t *testing.T) {
 		"https://u:S3cret@h/v1?a=1": "https://REDACTED@h/v1?a=REDACTED",
 		"https://u:p%zzS3cret@h/v1": "https://REDACTED@h/v1",
 		"rediss://:S3cret@r:6380/0": "rediss://REDACTED@r:6380/0",
+		// No host, no '@': the password is where url.Parse wants a port.
+		"redis://default:S3cret":    "redis://REDACTED",
+		"rediss://:S3cret":          "rediss://REDACTED",
+		"https://apiuser:S3cret":    "https://REDACTED",
+		"https://apiuser:S3cret/v1": "https://REDACTED",
 	} {
 		if got := BaseURL(in); got != want {
 			t.Errorf("BaseURL(%q) = %q, want %q", in, got, want)
@@ -115,10 +121,27 @@ func TestRedisURLShowsTheClusterNodes(t *testing.T) {
 		{"redis://r0:6379?cluster=yes", "redis://r0:6379?cluster=REDACTED"},
 		{"redis://r0:6379/0", "redis://r0:6379/0"},
 		{"redis:S3cret", Mark},
+		{"redis://default:S3cret", "redis://REDACTED"},
+		{"rediss://:S3cret?cluster=true", "rediss://REDACTED"},
 		{"redis://a:b/c@r0:6379?addr=r1:6379", "redis://REDACTED@r0:6379?REDACTED"},
 	} {
 		if got := RedisURL(tc.in); got != tc.want {
 			t.Errorf("RedisURL(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+func TestClipBoundsAValueAndSaysHowLongItWas(t *testing.T) {
+	if got := Clip("short"); got != "short" {
+		t.Errorf("Clip(short) = %q", got)
+	}
+	big := strings.Repeat("a", 1<<20)
+	if got, want := Clip(big), strings.Repeat("a", MaxShown)+"… (1048576 bytes)"; got != want {
+		t.Errorf("Clip(1 MiB) = %q…, want %q…", got[:20], want[:20])
+	}
+	// Cut on a rune boundary: é is two bytes.
+	got := Clip("a" + strings.Repeat("é", MaxShown))
+	if !utf8.ValidString(got) || !strings.HasSuffix(got, "… (401 bytes)") || len(got) > MaxShown+len("… (401 bytes)") {
+		t.Errorf("Clip(runes) = %q", got)
 	}
 }
