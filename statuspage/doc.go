@@ -18,6 +18,23 @@
 //
 // The [Recorder] is the observer that supplies what Status cannot: the
 // durations of the last [RingSize] calls of each system (for p50, p90,
-// p99 and max), when the breaker last changed state, and the last
-// failure.
+// p99 and max), when the breaker last changed state (and so when an open
+// one turns half-open), and the last failure of a call that was sent (a
+// refusal is none: an open breaker's page shows the failure that opened
+// it). The page's calls/s counts every call that ended, refusals
+// included.
+//
+// [Controls] serves an operator's overrides of the breakers. Who can use
+// them is who can reach the admin listener and send what a web page
+// cannot: a POST with the header [ControlHeader] (a browser sends a
+// custom header to another origin only after a CORS preflight, which the
+// controls never grant), a Host that names the listener (an IP address,
+// localhost, or a name given with [WithHosts]; a name nobody listed is
+// what DNS rebinding sends), and, when a browser marks it, an Origin of
+// the same host and no Sec-Fetch-Site of another site. A page open in an
+// operator's browser, even on a subdomain of the same site, is refused
+// with 403. Anyone else who reaches the port can change a breaker: keep
+// the listener on a network only operators reach, or give the controls
+// a token with [WithToken] (a variable, [TokenVar], by convention) when
+// the port is reachable more widely.
 package statuspage
