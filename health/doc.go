@@ -14,4 +14,13 @@
 //
 // Readiness reads the registry's Status only: no probe ever sends a
 // request upstream.
+//
+// Readiness follows only what this pod's own breaker concluded. A
+// breaker at BREAKER_SCOPE=fleet is shared: one pod's trip opens it on
+// every pod, so a probe that followed it would make every pod unready at
+// once, Kubernetes would remove every endpoint of the Service, and the
+// service's callers would meet connection errors instead of its fast
+// answers. An operator's forced open asks that calls be refused, not that
+// pods leave the Service. Neither makes a pod unready under
+// [CriticalSystems]; the report shows both.
 package health

@@ -22,10 +22,25 @@ func AlwaysReady([]observe.Status) []string { return nil }
 
 // CriticalSystems is the [Policy] of a service that cannot do its job
 // without the named systems: it is not ready while the breaker of any of
-// them is open. Half-open is ready, so that the probes the breaker lets
-// through can close it. A name the registry does not declare is a
-// reason too, so that a typo keeps the new pods out of service instead
-// of silently guarding nothing.
+// them is open on this pod's own evidence. Half-open is ready, so that
+// the probes the breaker lets through can close it. A name the registry
+// does not declare is a reason too, so that a typo keeps the new pods
+// out of service instead of silently guarding nothing.
+//
+// Two open breakers are no reason, because every pod would share them
+// and Kubernetes would take every endpoint of the Service away at once,
+// turning the service's fast answers into its callers' connection
+// errors without sending a single request to a pod that could do
+// better:
+//   - a breaker at BREAKER_SCOPE=fleet: its state is the fleet's (one
+//     pod's trip opens it on every pod; a pod that runs alone while
+//     Redis fails still decides as the others would), so it would make
+//     every pod unready or none;
+//   - an operator's override (Client.Force, outbound breaker): it asks
+//     that the calls be refused, not that the pods leave the Service,
+//     and at scope fleet it holds on every pod.
+//
+// The report shows both (breaker open, with its scope and forced).
 func CriticalSystems(names ...string) Policy {
 	names = slices.Clone(names)
 	return func(systems []observe.Status) []string {
@@ -35,12 +50,33 @@ func CriticalSystems(names ...string) Policy {
 			switch {
 			case i < 0:
 				reasons = append(reasons, fmt.Sprintf("%s: critical system not declared in the registry", n))
-			case systems[i].Breaker == observe.BreakerOpen:
+			case systems[i].Breaker == observe.BreakerOpen && systems[i].Forced == nil && scope(systems[i]) == scopeLocal:
 				reasons = append(reasons, fmt.Sprintf("%s: circuit breaker open", n))
 			}
 		}
 		return reasons
 	}
+}
+
+// The values of BREAKER_SCOPE.
+const (
+	scopeLocal = "local"
+	scopeFleet = "fleet"
+)
+
+// scope is the system's BREAKER_SCOPE: fleet when its breaker is shared
+// by the fleet (as its configuration or its fleet sync state says), else
+// local.
+func scope(s observe.Status) string {
+	if s.Fleet != nil {
+		return scopeFleet
+	}
+	for _, v := range s.Config {
+		if v.Setting == "BreakerScope" && v.Value == scopeFleet {
+			return scopeFleet
+		}
+	}
+	return scopeLocal
 }
 
 // Report is the body of a readiness response.
@@ -57,11 +93,28 @@ type Report struct {
 
 // System is one system in a [Report].
 type System struct {
-	Name     string               `json:"name"`
-	Breaker  observe.BreakerState `json:"breaker"`
-	InFlight int64                `json:"in_flight"`
-	Capacity int64                `json:"capacity"`
-	Faults   string               `json:"faults,omitempty"` // what fault injection does (drills); absent when none
+	Name    string               `json:"name"`
+	Breaker observe.BreakerState `json:"breaker"`
+	// Scope is the breaker's BREAKER_SCOPE: local, or fleet (shared by
+	// every pod; never a reason not to be ready).
+	Scope string `json:"scope"`
+	// Forced is true while an operator's override holds the breaker
+	// (never a reason not to be ready).
+	Forced   bool   `json:"forced,omitempty"`
+	InFlight int64  `json:"in_flight"`
+	Capacity int64  `json:"capacity"`
+	Faults   string `json:"faults,omitempty"` // what fault injection does (drills); absent when none
+	// Routes are the system's routes that have a breaker of their own
+	// (<P>_ROUTE_<R>_BREAKER=own), with its state: shown, never a reason
+	// not to be ready (one operation failing is no reason to take the
+	// pod out of the Service).
+	Routes []Route `json:"routes,omitempty"`
+}
+
+// Route is a route's own breaker in a [Report].
+type Route struct {
+	Name    string               `json:"name"`
+	Breaker observe.BreakerState `json:"breaker"`
 }
 
 // Readiness returns the readiness probe handler: a JSON [Report] of
@@ -83,7 +136,13 @@ func Readiness(r *registry.Registry, policy Policy) http.Handler {
 		}
 		rep.Ready = len(rep.Reasons) == 0
 		for _, s := range st {
-			rep.Systems = append(rep.Systems, System{Name: s.System, Breaker: s.Breaker, InFlight: s.InFlight, Capacity: s.Capacity, Faults: s.Faults})
+			sys := System{Name: s.System, Breaker: s.Breaker, Scope: scope(s), Forced: s.Forced != nil, InFlight: s.InFlight, Capacity: s.Capacity, Faults: s.Faults}
+			for _, rt := range s.Routes {
+				if rt.OwnBreaker {
+					sys.Routes = append(sys.Routes, Route{Name: rt.Name, Breaker: rt.Breaker})
+				}
+			}
+			rep.Systems = append(rep.Systems, sys)
 			if s.Faults != "" {
 				rep.FaultInjection = append(rep.FaultInjection, s.System+": "+s.Faults)
 			}

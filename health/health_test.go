@@ -6,10 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/health"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
@@ -83,10 +86,10 @@ func TestReadinessReportsEverySystem(t *testing.T) {
 		t.Fatalf("fresh registry: %d %+v, want 200 ready", code, rep)
 	}
 	want := []health.System{
-		{Name: "inv", Breaker: observe.BreakerClosed, InFlight: 0, Capacity: 32},
-		{Name: "pay", Breaker: observe.BreakerClosed, InFlight: 0, Capacity: 8},
+		{Name: "inv", Breaker: observe.BreakerClosed, Scope: "local", InFlight: 0, Capacity: 32},
+		{Name: "pay", Breaker: observe.BreakerClosed, Scope: "local", InFlight: 0, Capacity: 8},
 	}
-	if !slices.Equal(rep.Systems, want) {
+	if !reflect.DeepEqual(rep.Systems, want) {
 		t.Errorf("systems %+v, want %+v", rep.Systems, want)
 	}
 	if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
@@ -113,7 +116,7 @@ func TestReadinessJSONFields(t *testing.T) {
 		t.Errorf("reasons is %T, want an array (empty, never null)", raw["reasons"])
 	}
 	sys := raw["systems"].([]any)[0].(map[string]any)
-	for _, k := range []string{"name", "breaker", "in_flight", "capacity"} {
+	for _, k := range []string{"name", "breaker", "scope", "in_flight", "capacity"} {
 		if _, ok := sys[k]; !ok {
 			t.Errorf("system without %q: %v", k, sys)
 		}
@@ -156,10 +159,14 @@ func TestCriticalSystems(t *testing.T) {
 }
 
 func TestCriticalSystemsPolicy(t *testing.T) {
+	forced := &observe.Forced{State: observe.BreakerOpen, Until: time.Now().Add(time.Hour)}
 	snap := []observe.Status{
 		{System: "inv", Breaker: observe.BreakerOpen},
 		{System: "pay", Breaker: observe.BreakerHalfOpen},
 		{System: "ship", Breaker: observe.BreakerClosed},
+		{System: "fx", Breaker: observe.BreakerOpen, Forced: forced},
+		{System: "ledger", Breaker: observe.BreakerOpen, Fleet: &observe.FleetSync{Synced: true}},
+		{System: "tax", Breaker: observe.BreakerOpen, Config: []config.Var{{Setting: "BreakerScope", Value: "fleet"}}},
 	}
 	for _, tc := range []struct {
 		names []string
@@ -168,6 +175,7 @@ func TestCriticalSystemsPolicy(t *testing.T) {
 		{nil, nil},
 		{[]string{"pay", "ship"}, nil}, // half-open lets its probes through: ready
 		{[]string{"inv"}, []string{"inv: circuit breaker open"}},
+		{[]string{"fx", "ledger", "tax"}, nil}, // forced, or shared by every pod: ready
 		{[]string{"ship", "payments", "inv"}, []string{
 			"payments: critical system not declared in the registry",
 			"inv: circuit breaker open",
@@ -179,6 +187,30 @@ func TestCriticalSystemsPolicy(t *testing.T) {
 	}
 	if got := health.AlwaysReady(snap); got != nil {
 		t.Errorf("AlwaysReady = %q", got)
+	}
+}
+
+// TestCriticalSystemsStayReadyWhenForcedOpen checks that an operator's
+// forced open of a critical system, which refuses its calls, does not
+// take the pod out of the Service, and that the report says it is
+// forced; released, a breaker that opens on the pod's own evidence
+// still does.
+func TestCriticalSystemsStayReadyWhenForcedOpen(t *testing.T) {
+	r, _ := newRegistry(t)
+	critical := health.Readiness(r, health.CriticalSystems("pay"))
+	if err := r.MustClient("pay").Force(observe.BreakerOpen, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	code, rep, _ := probe(t, critical, http.MethodGet)
+	if code != http.StatusOK || !rep.Ready || rep.Systems[1].Breaker != observe.BreakerOpen || !rep.Systems[1].Forced {
+		t.Fatalf("pay forced open: %d %+v, want 200 ready showing pay forced open", code, rep)
+	}
+	if err := r.MustClient("pay").Force("", 0); err != nil {
+		t.Fatal(err)
+	}
+	storm(t, r.MustClient("pay"))
+	if code, rep, _ := probe(t, critical, http.MethodGet); code != http.StatusServiceUnavailable || rep.Systems[1].Forced {
+		t.Errorf("pay open on its own evidence: %d %+v, want 503", code, rep)
 	}
 }
 
