@@ -290,6 +290,10 @@ type System struct {
 	Name string
 	// Defaults override the baseline for this system.
 	Defaults Client
+	// Routes are the system's operations with settings of their own
+	// (see [Route]); <P>_ROUTES declares more, and the environment
+	// overrides these setting by setting.
+	Routes []Route
 }
 
 // withDefaults returns the settings a system starts from: d itself when
@@ -340,7 +344,7 @@ func (c Client) String() string {
 		}
 		b.WriteString(f.goName)
 		b.WriteByte(':')
-		b.WriteString(redact.Printable(f.format(v.Field(f.index))))
+		b.WriteString(redact.Show(f.format(v.Field(f.index))))
 	}
 	b.WriteByte('}')
 	return b.String()

@@ -12,7 +12,7 @@ const (
 	// faultsShape is the rule of OUTBOUND_FAULTS.
 	faultsShape = "on or off (unset: off); on allows the <SYSTEM>_FAULT_* drills"
 	// redisURLScheme is what OUTBOUND_FLEET_REDIS_URL must be, as
-	// redisURLProblem checks it (and that it names a host and a port
+	// parseRedis checks it (and that it names a host and a port
 	// 1..65535 if any).
 	redisURLScheme = "a redis:// or rediss:// URL"
 	// maxNameLen is the longest system name, in bytes.
@@ -31,10 +31,12 @@ var globals = [...]Var{
 		Description: "systems to configure, in addition to those declared in code"},
 	{Name: FaultsVar, Type: "string", Default: "off", Rule: faultsShape,
 		Description: "allows fault injection (drills, docs/fault-drills.md); off: any <SYSTEM>_FAULT_* variable is a problem"},
-	{Name: FleetRedisURLVar, Type: "url", Rule: redisURLScheme + " naming a host, port 1..65535 if any; a Redis Cluster's with cluster=true (more of its nodes as addr=host:port, database 0 only); unset: no fleet", Secret: true,
+	{Name: FleetRedisURLVar, Type: "url", Rule: redisURLScheme + " naming a host, port 1..65535 if any, the database as its path (/3) or db=; a Redis Cluster's with cluster=true (more of its nodes as addr=host:port, database 0 only); options " + redisOptions + " and no other; unset: no fleet", Secret: true,
 		Description: "Redis of the fleet-shared breaker and quota (systems at BREAKER_SCOPE=fleet or RATE_SCOPE=fleet)"},
 	{Name: FleetNamespaceVar, Type: "string", Rule: namespaceShape + "; " + namespaceNeeded,
 		Description: "prefix of the fleet's Redis keys: two services on one Redis never share a breaker or a quota"},
+	{Name: FileVar, Type: "string", Rule: "a readable file of KEY=VALUE lines (outbound env --format dotenv); unset: none",
+		Description: "settings read over the environment at start and watched: a valid change is applied while the service runs, an invalid one refused whole"},
 }
 
 // GlobalReference documents the registry-wide variables (OUTBOUND_*):

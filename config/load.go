@@ -52,6 +52,8 @@ type Loaded struct {
 	Name   string
 	Prefix string // PAYMENTS
 	Client Client
+	// Routes are the system's routes, code first, then <P>_ROUTES.
+	Routes []LoadedRoute
 
 	sources  []Source // by field index
 	raw      []string // the environment's text (redacted), by field index; nil once the settings are edited
@@ -64,6 +66,9 @@ type Loaded struct {
 	// fleetRedis: the load has a fleet Redis (OUTBOUND_FLEET_REDIS_URL),
 	// which BREAKER_SCOPE=fleet and RATE_SCOPE=fleet need.
 	fleetRedis bool
+	// loadWarns are the warnings of the load as a whole ([Warnings]),
+	// the same in every system it loaded.
+	loadWarns []Problem
 }
 
 // Ignored returns the variables under the system's prefix that Load left
@@ -86,7 +91,7 @@ func (l Loaded) Valid() bool { return l.valid && l.Client == l.checked }
 // default it left in place), otherwise formatted; secrets redacted either
 // way.
 func (l *Loaded) shown(f *field) string {
-	if l.raw != nil && l.sources[f.index] == FromEnv {
+	if l.raw != nil && l.sources[f.index] >= FromEnv { // a route's setting too
 		return l.raw[f.index] // redacted when stored
 	}
 	return f.format(reflect.ValueOf(l.Client).Field(f.index))
@@ -212,16 +217,21 @@ func load(env map[string]string, systems []System) ([]Loaded, error) {
 	fleet, fleetProbs := loadFleet(env)
 	probs = append(probs, fleetProbs...)
 	out := make([]Loaded, 0, len(d.systems))
+	routes := make(map[string][]LoadedRoute, len(d.systems))
 	for _, s := range d.systems {
 		l, ps := loadSystem(s, env, fleet.RedisURL != "")
+		ps = append(ps, loadRoutes(&l, s, env, len(ps) == 0)...)
+		routes[l.Prefix] = l.Routes
 		out = append(out, l)
 		probs = append(probs, ps...)
 	}
 	probs = append(probs, faultsVarProblem(env)...)
-	typos, ignored := unknownVars(env, d.byPrefix)
+	typos, ignored := unknownVars(env, d.byPrefix, routes)
 	probs = append(probs, typos...)
+	warns := loadWarnings(env, fleet, out)
 	for i := range out {
 		out[i].ignored = ignored[out[i].Name]
+		out[i].loadWarns = warns
 	}
 	markValid(out, probs)
 	if len(probs) > 0 {

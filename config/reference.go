@@ -58,7 +58,7 @@ func (l Loaded) Vars() []Var {
 	out := Reference(System{Name: l.Name, Defaults: l.defaults})
 	for i := range out {
 		f := fields().bySuffix[strings.TrimPrefix(out[i].Name, l.Prefix+"_")]
-		out[i].Value = l.shown(f)
+		out[i].Value = redact.Clip(l.shown(f))
 		out[i].Source = l.SourceOf(f.suffix).String()
 	}
 	return out
@@ -72,7 +72,7 @@ func (l Loaded) Summary() string {
 	v := func(goName string) string { return l.shown(fields().byGoName[goName]) }
 	var b strings.Builder
 	b.WriteString(l.Name)
-	kv := func(k, val string) { b.WriteString(" " + k + "=" + redact.Printable(val)) }
+	kv := func(k, val string) { b.WriteString(" " + k + "=" + redact.Show(val)) }
 	if base := v("BaseURL"); base == "" {
 		b.WriteString(" base=(unset)")
 	} else {

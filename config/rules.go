@@ -281,7 +281,7 @@ func valueAndSource(l *Loaded, f *field) string {
 	if s := l.sources[f.index]; s != FromEnv {
 		src = s.String() + " default"
 	}
-	return redact.Printable(l.shown(f)) + ", " + src
+	return redact.Show(l.shown(f)) + ", " + src
 }
 
 // ordered is a comparison of two fields, this sym other; seen from the

@@ -16,7 +16,10 @@ import (
 // do the ones Kubernetes injects for Services (PAYMENTS_SERVICE_HOST).
 // Those are returned in ignored, by system name, sorted; their values are
 // never looked at.
-func unknownVars(env map[string]string, byPrefix map[string]string) (probs []Problem, ignored map[string][]string) {
+//
+// A variable whose suffix starts with ROUTE_ is always outbound's: a
+// setting of a declared route, or a problem (see routeVarProblem).
+func unknownVars(env map[string]string, byPrefix map[string]string, routes map[string][]LoadedRoute) (probs []Problem, ignored map[string][]string) {
 next:
 	for k := range env {
 		// A setting of any declared system is known. Otherwise the
@@ -25,7 +28,13 @@ next:
 		name, prefix := "", ""
 		for i := strings.IndexByte(k, '_'); i >= 0; {
 			if n, ok := byPrefix[k[:i]]; ok {
-				if _, known := fields().bySuffix[k[i+1:]]; known {
+				if _, known := fields().bySuffix[k[i+1:]]; known || k[i+1:] == RoutesSuffix {
+					continue next
+				}
+				if suffix := k[i+1:]; strings.HasPrefix(suffix, routeInfix) {
+					if rule := routeVarProblem(k[:i], suffix, routes[k[:i]]); rule != "" {
+						probs = append(probs, Problem{System: n, Var: k, Value: redacted, Source: FromEnv, Rule: rule})
+					}
 					continue next
 				}
 				name, prefix = n, k[:i]
