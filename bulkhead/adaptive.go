@@ -154,6 +154,9 @@ func (a *adaptive) keep() bool {
 // safe for concurrent use.
 func (b *Bulkhead) Limit() int64 {
 	if b.adaptive == nil {
+		if n := b.fixed.limit.Load(); n > 0 {
+			return n
+		}
 		return b.capacity
 	}
 	return b.adaptive.limit.Load()

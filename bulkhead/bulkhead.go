@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,17 @@ type Bulkhead struct {
 	rejected atomic.Uint64
 
 	adaptive *adaptive // nil for a fixed bulkhead (New)
+	fixed    held      // a fixed bulkhead's permits held above its limit (SetLimit)
+}
+
+// held is what a fixed bulkhead holds itself so that callers can take
+// only its limit of its permits (SetLimit): those it parked, and those it
+// owes, which Release keeps instead of giving back.
+type held struct {
+	mu     sync.Mutex // guards parked and changes of owed and limit
+	parked int64
+	owed   atomic.Int64
+	limit  atomic.Int64 // 0: the capacity
 }
 
 // New returns a Bulkhead with capacity permits.
@@ -154,6 +166,9 @@ func (b *Bulkhead) Release() error {
 	if b.adaptive != nil && b.adaptive.keep() {
 		return nil // parked: the limit fell while it was held
 	}
+	if b.adaptive == nil && b.fixed.keep() {
+		return nil // parked: SetLimit lowered the limit while it was held
+	}
 	// The semaphore holds at least as many permits as inFlight counted,
 	// plus one for each Release between its decrement and this call, so
 	// this cannot underflow.
@@ -186,4 +201,64 @@ func (b *Bulkhead) MaxWait() time.Duration {
 // It is safe for concurrent use.
 func (b *Bulkhead) Rejected() uint64 {
 	return b.rejected.Load()
+}
+
+// SetLimit makes a bulkhead of [New] admit at most n calls at once, n
+// from 1 to its capacity: a change of MAX_CONCURRENT while the service
+// runs. A lower limit fails no call in flight: the bulkhead takes the
+// free permits above it at once and keeps those above it that callers
+// give back, so that no call is admitted until fewer than n are in
+// flight. A higher one (up to the capacity) frees them again, waking
+// waiters. It returns an error, changing nothing, for an n out of range
+// or on an adaptive bulkhead, whose limit is its own. It is safe for
+// concurrent use.
+func (b *Bulkhead) SetLimit(n int64) error {
+	if b.adaptive != nil {
+		return errors.New("bulkhead: SetLimit on an adaptive bulkhead, whose limit adapts")
+	}
+	if n < 1 || n > b.capacity {
+		return fmt.Errorf("bulkhead: the limit must be 1..%d (the capacity), got %d", b.capacity, n)
+	}
+	h := &b.fixed
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	want := b.capacity - n
+	owed := h.owed.Load()
+	switch have := h.parked + owed; {
+	case want > have:
+		for range want - have {
+			if b.sem.TryAcquire(1) {
+				h.parked++
+			} else {
+				owed++
+			}
+		}
+	case want < have:
+		give := have - want
+		forgiven := min(owed, give)
+		owed -= forgiven
+		if give -= forgiven; give > 0 {
+			h.parked -= give
+			b.sem.Release(give)
+		}
+	}
+	h.owed.Store(owed)
+	h.limit.Store(n)
+	return nil
+}
+
+// keep parks a permit given back while the bulkhead owes one, and
+// reports whether it did: one atomic load while nothing is owed.
+func (h *held) keep() bool {
+	if h.owed.Load() == 0 {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if owed := h.owed.Load(); owed > 0 {
+		h.owed.Store(owed - 1)
+		h.parked++
+		return true
+	}
+	return false
 }

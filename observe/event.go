@@ -10,13 +10,17 @@ import (
 // or refused on its way there (by the breaker or the rate limit).
 type AttemptEvent struct {
 	System string
-	Method string
-	Host   string // host[:port] of the request's URL
+	// RouteName is the system's route the call ran on (<P>_ROUTES), or
+	// "" for the system's own settings: bounded by what is declared.
+	RouteName string
+	Method    string
+	Host      string // host[:port] of the request's URL
 	// Path is the route set with WithRoute, else the raw path
 	// (never the query or the userinfo).
 	Path string
-	// Route is the route set with WithRoute ("/stock/{isbn}"),
-	// or "" when the caller gave none: a bounded label (url.template).
+	// Route is the route set with WithRoute ("/stock/{isbn}"), else
+	// the path of the pattern of the declared route the call ran on
+	// ("/v1/charges/{id}"), or "": a bounded label (url.template).
 	Route   string
 	Attempt int  // 1 for the first attempt
 	Hedge   int  // 0, or k for the k-th copy of the attempt sent by hedging (HEDGE_DELAY)
@@ -36,10 +40,13 @@ type AttemptEvent struct {
 // CallEvent describes one call from the caller's point of view, from entry
 // to the response headers (or the error).
 type CallEvent struct {
-	System   string
-	Method   string
-	Attempts int // attempts sent; 0 for a call refused before any
-	Status   int // the status the caller got; 0 for an error
+	System string
+	// RouteName is the system's route the call ran on (<P>_ROUTES), or
+	// "" for the system's own settings.
+	RouteName string
+	Method    string
+	Attempts  int // attempts sent; 0 for a call refused before any
+	Status    int // the status the caller got; 0 for an error
 	// Op is what ended the call without a response; 0 when it got one.
 	Op       Op
 	Err      error
@@ -97,6 +104,15 @@ type LimitObserver interface {
 // RATE_SCOPE=fleet).
 type PauseObserver interface {
 	ObservePause(system string, until time.Time, status int)
+}
+
+// RouteBreakerObserver is an optional interface of an [Observer]: it is
+// told of every change of the state of a route's own breaker
+// (<P>_ROUTE_<R>_BREAKER=own), which ObserveBreaker, the system's, is
+// not. It runs while the breaker holds its lock: it must be quick and
+// must not call back into the client.
+type RouteBreakerObserver interface {
+	ObserveRouteBreaker(system, route string, from, to BreakerState)
 }
 
 // ForceObserver is an optional interface of an [Observer]: it is told

@@ -52,6 +52,10 @@ type Status struct {
 	// Rate is the system's quota (RATE_LIMIT); nil without one.
 	Rate *RateStatus `json:"rate,omitempty"`
 
+	// Routes are the system's routes (<P>_ROUTES), in declaration order;
+	// nil without any. The counters above count their calls too.
+	Routes []RouteStatus `json:"routes,omitempty"`
+
 	// Fleet is the sync state of a breaker shared by a fleet
 	// (BREAKER_SCOPE=fleet); nil at scope local.
 	Fleet *FleetSync `json:"fleet,omitempty"`
@@ -114,4 +118,50 @@ const MaxForce = 24 * time.Hour
 type Forced struct {
 	State BreakerState `json:"state"`
 	Until time.Time    `json:"until"`
+}
+
+// RouteStatus is a snapshot of one of a system's routes: its settings
+// and what only it has (its own breaker, its own rate limit).
+type RouteStatus struct {
+	Name        string        `json:"name"`
+	Match       string        `json:"match"`
+	Calls       uint64        `json:"calls"` // calls admitted on the route
+	ReadTimeout time.Duration `json:"read_timeout"`
+	CallTimeout time.Duration `json:"call_timeout"`
+	Retries     int           `json:"retries"`
+	Idempotent  bool          `json:"idempotent,omitempty"`
+	// OwnBreaker: the route has a breaker of its own (BREAKER=own);
+	// Breaker and BreakerCounts are its. Otherwise the route shares the
+	// system's and they are empty.
+	OwnBreaker    bool          `json:"own_breaker,omitempty"`
+	Breaker       BreakerState  `json:"breaker,omitempty"`
+	BreakerCounts BreakerCounts `json:"breaker_counts,omitzero"`
+	// Rate is the route's own limit; nil without one.
+	Rate *RateStatus `json:"rate,omitempty"`
+}
+
+// SettingsStatus is the state of a registry's settings file
+// (OUTBOUND_CONFIG_FILE): which version of it the pod runs, since when,
+// and the last change it refused. The zero value: no settings file.
+type SettingsStatus struct {
+	File string `json:"file,omitempty"`
+	// Version is the applied content's version: the first 12 hex digits
+	// of its SHA-256, the same on every pod that runs the same file.
+	Version   string    `json:"version,omitempty"`
+	AppliedAt time.Time `json:"applied_at,omitzero"`
+	// Applied counts the changes applied since start; Refusals those
+	// refused.
+	Applied  uint64 `json:"applied"`
+	Refusals uint64 `json:"refusals"`
+	// Refused is the last change refused, when no valid one came after
+	// it; nil otherwise.
+	Refused *SettingsRefusal `json:"refused,omitempty"`
+}
+
+// SettingsRefusal is a change of the settings file that was refused
+// whole: nothing of it applies.
+type SettingsRefusal struct {
+	Version string    `json:"version,omitempty"` // the refused content's
+	At      time.Time `json:"at"`
+	Reason  string    `json:"reason"` // the report: every problem, redacted
 }

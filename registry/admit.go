@@ -24,7 +24,7 @@ import (
 // registry, a path that climbs above BASE_URL, an absolute URL of another
 // origin, a spent budget, an open (or forced open) breaker. It costs no
 // I/O, no goroutine and one allocation (the caller's own error).
-func (c *Client) refuse(req *http.Request) error {
+func (c *Client) refuse(req *http.Request, p *route) error {
 	switch {
 	case c.closed.Load():
 		return &Error{System: c.name, Op: observe.OpClosed, Err: ErrClosed}
@@ -39,18 +39,18 @@ func (c *Client) refuse(req *http.Request) error {
 		// A deadline that passed (whatever its cause) is a spent budget;
 		// only a cancellation is the caller giving up.
 		if ctx.Err() == context.Canceled {
-			return c.refused(req, observe.OpCanceled, err)
+			return c.refused(req, p, observe.OpCanceled, err)
 		}
-		return c.refused(req, observe.OpBudget, capbudget.ErrExhausted)
+		return c.refused(req, p, observe.OpBudget, capbudget.ErrExhausted)
 	}
 	switch c.force.State() {
 	case observe.BreakerOpen:
-		return c.refused(req, observe.OpForcedOpen, breaker.ForcedOpen)
+		return c.refused(req, p, observe.OpForcedOpen, breaker.ForcedOpen)
 	case observe.BreakerClosed:
 		return nil // an operator overrides the breaker's judgement
 	}
-	if c.cb.State() == gobreaker.StateOpen {
-		return c.refused(req, observe.OpBreaker, breaker.Open)
+	if p.cb.State() == gobreaker.StateOpen {
+		return c.refused(req, p, observe.OpBreaker, breaker.Open)
 	}
 	return nil
 }
@@ -61,35 +61,36 @@ func (c *Client) refuse(req *http.Request) error {
 // waits, the wait counts against CALL_TIMEOUT: the deadline starts before
 // it. A caller that cancels while waiting is not refused by the bulkhead:
 // its error is its cancellation.
-func (c *Client) admit(req *http.Request) (*body, error) {
-	if c.cfg.BulkheadMaxWait == 0 {
+func (c *Client) admit(req *http.Request, p *route) (*body, error) {
+	if p.cfg.BulkheadMaxWait == 0 {
 		if !c.bh.TryAcquire() {
-			return nil, c.refused(req, observe.OpBulkhead, bulkhead.ErrFull)
+			return nil, c.refused(req, p, observe.OpBulkhead, bulkhead.ErrFull)
 		}
-		b, capped := c.budget(req.Context())
-		c.begin(b, req, capped)
+		b, capped := c.budget(req.Context(), p.cfg.CallTimeout)
+		c.begin(b, req, p, capped)
 		return b, nil
 	}
-	b, capped := c.budget(req.Context())
+	b, capped := c.budget(req.Context(), p.cfg.CallTimeout)
 	if err := c.bh.Acquire(b.Permit.Ctx()); err != nil {
 		b.Permit.Stop()
 		b.Permit.End()
 		if errors.Is(err, bulkhead.ErrFull) {
-			return nil, c.refused(req, observe.OpBulkhead, err)
+			return nil, c.refused(req, p, observe.OpBulkhead, err)
 		}
-		return nil, c.refused(req, observe.OpCanceled, err)
+		return nil, c.refused(req, p, observe.OpCanceled, err)
 	}
-	c.begin(b, req, capped)
+	c.begin(b, req, p, capped)
 	return b, nil
 }
 
-// budget is the budget stage: the call's deadline is CALL_TIMEOUT, or
+// budget is the budget stage: the call's deadline is its policy's
+// CALL_TIMEOUT (callTimeout), or
 // the caller's remaining budget less the reserve if that is sooner
 // (capped), in the capped context (callCtx) of the body that will carry
 // the permit.
-func (c *Client) budget(ctx context.Context) (_ *body, capped bool) {
+func (c *Client) budget(ctx context.Context, callTimeout time.Duration) (_ *body, capped bool) {
 	b := &body{}
-	d, cause := c.cfg.CallTimeout, capbudget.ErrCallTimeout
+	d, cause := callTimeout, capbudget.ErrCallTimeout
 	if rem, ok := capbudget.Remaining(ctx, capbudget.DefaultReserve); ok && rem < d {
 		d, cause, capped = rem, capbudget.ErrExhausted, true
 	}
@@ -101,18 +102,21 @@ func (c *Client) budget(ctx context.Context) (_ *body, capped bool) {
 // deposit, a stream's own timer (WithStream) in place of CALL_TIMEOUT,
 // and the watch that gives the permit back when the caller's context
 // ends.
-func (c *Client) begin(b *body, req *http.Request, capped bool) {
+func (c *Client) begin(b *body, req *http.Request, p *route, capped bool) {
 	c.stats.calls.Add(1)
+	if p.name != "" {
+		p.calls.Add(1)
+	}
 	if capped {
 		c.stats.capped.Add(1)
 	}
 	now := time.Now()
 	c.throttle.Call(now)
 	if idle, ok := stream.Idle(req.Context()); ok {
-		b.Permit.StartStream(stream.Start(req.Context(), c.cfg.CallTimeout, idle))
+		b.Permit.StartStream(stream.Start(req.Context(), p.cfg.CallTimeout, idle))
 	}
 	b.Permit.Watch(req.Context())
-	b.Call = call{c: c, ctx: b.Permit.Ctx()}
+	b.Call = call{c: c, route: p, ctx: b.Permit.Ctx()}
 	b.Call.attempt.call = &b.Call
 	if c.timed {
 		b.Call.start = now
@@ -123,7 +127,7 @@ func (c *Client) begin(b *body, req *http.Request, capped bool) {
 // call's capped context (internal/request), or fails the call on a
 // request http.Client would refuse too.
 func (c *Client) prepare(req *http.Request, cl *call) error {
-	r2, budgeted, err := request.First(cl.ctx, req, c.base, c.cfg.OmitTimeBudget)
+	r2, budgeted, err := request.First(cl.ctx, req, c.base, cl.route.cfg.OmitTimeBudget)
 	if err != nil {
 		return cl.fail(observe.OpRequest, 0, err)
 	}

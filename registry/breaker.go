@@ -69,6 +69,7 @@ func Judge(err error) observe.Verdict { return breaker.Judge(err) }
 // unjudged. It is always in the chain.
 type breakerStage struct {
 	c    *Client
+	cb   Circuit // the policy's: the system's, or a route's own
 	next attemptStage
 }
 
@@ -84,7 +85,7 @@ func (s *breakerStage) send(a *attempt) {
 	if dl, ok := a.req.Context().Deadline(); ok {
 		a.avail = time.Until(dl)
 	}
-	_, err := s.c.cb.Execute(func() (*http.Response, error) {
+	_, err := s.cb.Execute(func() (*http.Response, error) {
 		s.next.send(a)
 		switch {
 		case a.err != nil:

@@ -627,8 +627,7 @@ func TestCircuitSeamTakesTheBreakersPlace(t *testing.T) {
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable}, outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	f := &fakeCircuit{}
-	c.cb = f
-	c.chain = c.buildChain(&options{}) // the stages hold the circuit
+	useCircuit(c, f)
 
 	resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
 	if err != nil {
@@ -720,4 +719,16 @@ func (f circuitFleet) Circuit(system string, settings config.Client, local Circu
 
 func (f circuitFleet) Quota(system string, _ config.Client, _ Quota) (Quota, error) {
 	return nil, errors.New("no quota in this fleet: " + system)
+}
+
+// useCircuit puts cb in the place of c's breaker, and rebuilds the
+// system's stages, which hold it.
+func useCircuit(c *Client, cb Circuit) {
+	c.cb = cb
+	c.inner = c.attemptBase(&options{})
+	ps, err := c.policies(c.pol.Load().l, c.pol.Load().quota, nil)
+	if err != nil {
+		panic(err)
+	}
+	c.pol.Store(ps)
 }

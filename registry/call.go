@@ -15,6 +15,7 @@ import (
 // attempt, so that a call costs one allocation for all three.
 type call struct {
 	c     *Client
+	route *route          // the policy the call runs on: its route's, or the system's
 	req   *http.Request   // the request of the current hop, under ctx
 	ctx   context.Context // the call's capped context (the admit stage's)
 	start time.Time       // when the call was admitted; zero unless c.timed
@@ -72,11 +73,12 @@ type (
 // the first hop (prepare), then the system's chain of call stages. The
 // response's body carries the permit back.
 func (c *Client) call(req *http.Request) (*http.Response, error) {
-	if err := c.refuse(req); err != nil {
+	p := c.policy(req)
+	if err := c.refuse(req, p); err != nil {
 		closeBody(req)
 		return nil, err
 	}
-	b, err := c.admit(req)
+	b, err := c.admit(req, p)
 	if err != nil {
 		closeBody(req)
 		return nil, err
@@ -86,7 +88,7 @@ func (c *Client) call(req *http.Request) (*http.Response, error) {
 		b.Permit.Done()
 		return nil, err
 	}
-	resp, err := c.chain.handle(cl)
+	resp, err := p.chain.handle(cl)
 	if err != nil {
 		b.Permit.Done()
 		return nil, err

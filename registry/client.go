@@ -32,8 +32,6 @@ import (
 // same pipeline. A Client is safe for concurrent use.
 type Client struct {
 	name      string
-	cfg       config.Client       // the settings, held once
-	vars      func() []config.Var // the redacted settings, computed on the first Status
 	base      *url.URL
 	closed    *atomic.Bool // the registry's
 	observers []observe.Observer
@@ -47,10 +45,15 @@ type Client struct {
 	force     force.Override                 // an operator's override of the breaker: its own, or its fleet's
 	toCircuit func(from, to gobreaker.State) // where the gobreaker's changes go when cb reports states; nil: the observers
 	throttle  *throttle.Throttle
-	quota     Quota           // RATE_LIMIT; nil: none
 	faults    *fault.Injector // drills only (OUTBOUND_FAULTS=on); nil: none
 
-	chain callStage         // the system's stages after the bulkhead and budget, built once (chain)
+	// pol is what a call reads of the settings: the system's policy and
+	// its routes', one immutable snapshot that a change of settings
+	// replaces whole (live.go). A call loads it once, at its entry.
+	pol   atomic.Pointer[policySet]
+	opts  *options          // the registry's options, for the stages a change rebuilds
+	inner attemptStage      // the innermost stages (fault, transport), built once
+	live  sync.Mutex        // serialises changes of pol
 	entry http.RoundTripper // one call through the whole pipeline, maybe traced
 	outer *http.Client      // HTTPClient()'s template: the whole pipeline per request, never follows itself
 
@@ -72,9 +75,9 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 		return nil, err
 	}
 	c := &Client{
-		name: l.Name, cfg: l.Client, vars: sync.OnceValue(l.Vars), base: base, closed: closed,
+		name: l.Name, base: base, closed: closed, opts: o,
 		observers: o.observers, timed: len(o.observers) > 0,
-		transport: transport.New(l.Client, tlsConf), certs: certs,
+		transport: transport.New(withHeaderTimeout(l), tlsConf), certs: certs,
 		throttle: throttle.New(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),
 		faults:   fault.New(l, o.faultSeed),
 	}
@@ -98,27 +101,32 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 			f.ReportForces(c.forceChanged)
 		}
 	}
+	var quota Quota
 	if r := l.Client.Rate(); r.Limited() {
-		c.quota = ratelimit.NewLocal(r)
+		quota = ratelimit.NewLocal(r)
 		if l.Client.RateScope == "fleet" {
-			if c.quota, err = o.fleetQuota(l, c.quota); err != nil {
+			if quota, err = o.fleetQuota(l, quota); err != nil {
 				return nil, err
 			}
 		}
-		c.quota.ReportPauses(func(until time.Time) { c.paused(until, 0) })
+		quota.ReportPauses(func(until time.Time) { c.paused(until, 0) })
 	}
-	c.chain = c.buildChain(o)
+	c.inner = c.attemptBase(o)
+	ps, err := c.policies(l, quota, nil)
+	if err != nil {
+		return nil, err
+	}
+	c.pol.Store(ps)
 	c.entry = callEntry{c}
 	each(o.observers, func(t observe.Tracer) { c.entry = t.TraceCall(l.Name, c.entry) })
 	c.outer = &http.Client{Transport: pipelineTransport{c}, CheckRedirect: useLastResponse}
 	return c, nil
 }
 
-// buildChain assembles the system's stages, inner to outer, from its
-// settings: a stage whose setting is off is not in the chain. The order
-// is the pipeline's (doc.go): adaptive, redirect, retry, hedge or report,
-// breaker, rate, fault, transport.
-func (c *Client) buildChain(o *options) callStage {
+// attemptBase builds the innermost stages of the system, shared by its
+// routes: the transport (maybe wrapped and traced) and the drills' fault
+// stage.
+func (c *Client) attemptBase(o *options) attemptStage {
 	var rt http.RoundTripper = c.transport
 	if o.wrap != nil {
 		rt = o.wrap(c.name, rt)
@@ -136,19 +144,35 @@ func (c *Client) buildChain(o *options) callStage {
 	if c.faults != nil {
 		s = &faultStage{f: c.faults, next: s}
 	}
-	if c.quota != nil {
-		s = &rateStage{c: c, q: c.quota, next: s}
+	return s
+}
+
+// buildChain assembles the stages of policy p (the system's own, or one
+// of its routes') over base, inner to outer, from its settings: a stage
+// whose setting is off is not in the chain. The order is the pipeline's
+// (doc.go): adaptive, redirect, retry, hedge or report, breaker, rate
+// (the route's own, then the system's), read, fault, transport.
+func (c *Client) buildChain(p *route, quota Quota) callStage {
+	s := c.inner
+	if p.cfg.ReadTimeout < c.transport.ResponseHeaderTimeout {
+		s = &readStage{timeout: p.cfg.ReadTimeout, next: s}
 	}
-	s = &breakerStage{c: c, next: s}
-	switch h := hedge.New(c.cfg); {
+	if quota != nil {
+		s = &rateStage{c: c, q: quota, upstream: true, next: s}
+	}
+	if p.quota != nil {
+		s = &rateStage{c: c, q: p.quota, next: s}
+	}
+	s = &breakerStage{c: c, cb: p.cb, next: s}
+	switch h := hedge.New(p.cfg); {
 	case h != nil:
-		s = &hedgeStage{c: c, policy: h, next: s}
+		s = &hedgeStage{c: c, cb: p.cb, policy: h, next: s}
 	case c.timed:
 		s = &reportStage{c: c, next: s}
 	}
-	var cs callStage = &retryStage{c: c, next: s}
-	if p := redirect.New(c.cfg.FollowRedirects, c.cfg.MaxRedirects, c.base); c.cfg.FollowRedirects != "none" {
-		cs = &redirectStage{policy: p, next: cs}
+	var cs callStage = &retryStage{c: c, retries: p.cfg.Retries, idempotent: p.idempotent, next: s}
+	if rp := redirect.New(p.cfg.FollowRedirects, p.cfg.MaxRedirects, c.base); p.cfg.FollowRedirects != "none" {
+		cs = &redirectStage{policy: rp, next: cs}
 	}
 	if c.bh.Adaptive() {
 		cs = &adaptiveStage{bh: c.bh, next: cs}
@@ -169,7 +193,7 @@ func (c *Client) GoString() string { return c.String() }
 func (c *Client) Name() string { return c.name }
 
 // Config returns the system's effective settings.
-func (c *Client) Config() config.Client { return c.cfg }
+func (c *Client) Config() config.Client { return c.pol.Load().sys.cfg }
 
 // BaseURL returns a copy of the system's base URL.
 func (c *Client) BaseURL() *url.URL { u := *c.base; return &u }
@@ -254,7 +278,8 @@ func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 // status was one to retry. A request that was not replayable keeps the
 // SDK's own judgement.
 func (c *Client) gaveUpOn(req *http.Request, resp *http.Response) bool {
-	return c.cfg.Retries > 0 && resp.StatusCode >= 400 && policy.Replayable(req) &&
+	p := c.policy(req)
+	return p.cfg.Retries > 0 && resp.StatusCode >= 400 && replayable(req, p.idempotent) &&
 		policy.RetryStatus(resp.StatusCode, resp.Header)
 }
 

@@ -24,6 +24,7 @@ import (
 // chain when HEDGE_DELAY is set.
 type hedgeStage struct {
 	c      *Client
+	cb     Circuit // the policy's breaker: no hedge unless it is closed
 	policy *hedge.Policy
 	next   attemptStage
 }
@@ -75,7 +76,7 @@ func (r *racer) Send(ctx context.Context, k int) *copyResult {
 // gives the price back when the body cannot be produced again.
 func (r *racer) Hedge() bool {
 	c := r.s.c
-	if !c.mayHedge() {
+	if !c.mayHedge(r.s.cb) {
 		return false
 	}
 	req, ok := request.Copy(r.a.req)
@@ -113,8 +114,8 @@ func (c *copyResult) Answered() (bool, time.Duration) { return c.resp != nil, c.
 // mayHedge takes what one hedge costs: a closed breaker (never a second
 // copy while it is half-open), a bulkhead permit and a retry-throttle
 // token, none of them waited for. It reports whether the hedge may go.
-func (c *Client) mayHedge() bool {
-	if c.cb.State() != gobreaker.StateClosed || !c.bh.TryAcquire() {
+func (c *Client) mayHedge(cb Circuit) bool {
+	if cb.State() != gobreaker.StateClosed || !c.bh.TryAcquire() {
 		return false
 	}
 	if !c.throttle.Retry(time.Now()) {

@@ -468,7 +468,7 @@ func TestHedgeNeedsAFreePermitAndAClosedBreaker(t *testing.T) {
 			}
 			c := hgClient(t, up.URL, env)
 			if tc.halfOpen {
-				c.cb = halfOpenCircuit{}
+				useCircuit(c, halfOpenCircuit{})
 			}
 			_, b := hgGet(t, c)
 			st := c.Status()

@@ -26,6 +26,7 @@ type options struct {
 	// certInterval is how often a client certificate's files are looked
 	// at; zero: tlsconf.CheckInterval (tests shorten it).
 	certInterval time.Duration
+	reloadEvery  time.Duration // WithReloadInterval; zero: DefaultReloadInterval
 }
 
 type optionFunc func(*options)

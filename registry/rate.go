@@ -17,14 +17,17 @@ import (
 // rate-limit headers that say nothing is left) and pauses the quota,
 // bounded by CALL_TIMEOUT. It is in the chain when RATE_LIMIT is set.
 type rateStage struct {
-	c    *Client
-	q    Quota
-	next attemptStage
+	c *Client
+	q Quota
+	// upstream: this is the system's quota, which the upstream's word
+	// pauses; a route's own limit is only spent.
+	upstream bool
+	next     attemptStage
 }
 
 func (s *rateStage) send(a *attempt) {
 	ctx := a.req.Context()
-	if err := s.q.Wait(ctx, s.c.cfg.RateMaxWait); err != nil {
+	if err := s.q.Wait(ctx, a.call.route.cfg.RateMaxWait); err != nil {
 		closeBody(a.req)
 		a.err = err
 		a.op = observe.OpRateLimit
@@ -36,10 +39,10 @@ func (s *rateStage) send(a *attempt) {
 		return
 	}
 	s.next.send(a)
-	if a.resp == nil {
+	if a.resp == nil || !s.upstream {
 		return
 	}
-	if d, ok := ratelimit.PauseFrom(a.resp, time.Now(), s.c.cfg.CallTimeout); ok {
+	if d, ok := ratelimit.PauseFrom(a.resp, time.Now(), a.call.route.cfg.CallTimeout); ok {
 		until := time.Now().Add(d)
 		s.c.paused(until, a.resp.StatusCode) // first: the fleet's echo is then old news
 		s.q.Pause(until)

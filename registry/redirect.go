@@ -45,5 +45,5 @@ func (cl *call) hop(req *http.Request) {
 	_, deadline := cl.ctx.Deadline()
 	cl.req = req
 	cl.fresh = false
-	cl.budgeted = deadline && !cl.c.cfg.OmitTimeBudget && origin.Same(req.URL, cl.c.base)
+	cl.budgeted = deadline && !cl.route.cfg.OmitTimeBudget && origin.Same(req.URL, cl.c.base)
 }

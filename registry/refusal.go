@@ -40,7 +40,7 @@ func (c *Client) refusal(req *http.Request, e *Error, reason string) *http.Respo
 	retryAfter := ""
 	switch e.Op {
 	case observe.OpBreaker, observe.OpForcedOpen:
-		retryAfter = strconv.FormatInt(int64((c.cfg.BreakerOpenTimeout+999_999_999)/1e9), 10)
+		retryAfter = strconv.FormatInt(int64((c.Config().BreakerOpenTimeout+999_999_999)/1e9), 10)
 	case observe.OpBulkhead, observe.OpRateLimit:
 		retryAfter = "1"
 	}

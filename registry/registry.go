@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/outbound-go/outbound/config"
@@ -18,6 +19,10 @@ type Registry struct {
 	clients map[string]*Client
 	names   []string // declaration order
 	closed  atomic.Bool
+	opts    *options
+
+	settings *settingsFile // OUTBOUND_CONFIG_FILE's watch; nil: none
+	stopOnce sync.Once
 }
 
 // FromEnv declares the given systems plus those in OUTBOUND_SYSTEMS, loads
@@ -32,8 +37,17 @@ func FromEnv(systems ...config.System) (*Registry, error) {
 
 // FromEnvWith is [FromEnv] with options given in code (observers, a
 // logger, a transport wrapper).
+//
+// With OUTBOUND_CONFIG_FILE set, the file's variables are read over the
+// environment, and the file is watched while the registry is open: a
+// valid change applies while the service runs, an invalid one is refused
+// whole ([Registry.Reload], [Registry.Settings]; docs/live-settings.md).
 func FromEnvWith(systems []config.System, opts ...Option) (*Registry, error) {
-	loaded, err := config.Load(systems...)
+	env := processEnv()
+	if path := env[config.FileVar]; path != "" {
+		return fromEnvWithFile(path, env, systems, opts)
+	}
+	loaded, err := config.LoadEnv(env, systems...)
 	if err != nil {
 		return nil, err
 	}
@@ -52,8 +66,11 @@ func New(loaded []config.Loaded, opts ...Option) (*Registry, error) {
 	}
 	if o.logger != nil {
 		o.observers = append(o.observers, logobs.New(o.logger))
+		for _, w := range config.Warnings(loaded) {
+			o.logger.Warn("outbound config warning", "outbound.system", w.System, "outbound.warning", w.Error())
+		}
 	}
-	r := &Registry{clients: make(map[string]*Client, len(loaded)), names: make([]string, 0, len(loaded))}
+	r := &Registry{clients: make(map[string]*Client, len(loaded)), names: make([]string, 0, len(loaded)), opts: &o}
 	var errs []error
 	for _, l := range loaded {
 		if !l.Valid() {
@@ -109,6 +126,7 @@ func (r *Registry) Names() []string {
 // Close is idempotent and always returns nil.
 func (r *Registry) Close() error {
 	r.closed.Store(true)
+	r.stopSettings()
 	for _, c := range r.clients {
 		c.transport.CloseIdleConnections()
 	}

@@ -26,12 +26,12 @@ type counters struct {
 
 // refused ends a call refused before the bulkhead admitted it: its error,
 // counted by outcome, told to the observers.
-func (c *Client) refused(req *http.Request, op observe.Op, cause error) *Error {
+func (c *Client) refused(req *http.Request, p *route, op observe.Op, cause error) *Error {
 	out := op.Outcome(false)
 	c.stats.refused[out].Add(1)
 	err := &Error{System: c.name, Op: op, Err: cause}
 	for _, o := range c.observers {
-		o.ObserveCall(observe.CallEvent{System: c.name, Method: req.Method, Op: op, Err: err, Outcome: out})
+		o.ObserveCall(observe.CallEvent{System: c.name, RouteName: p.name, Method: req.Method, Op: op, Err: err, Outcome: out})
 	}
 	return err
 }
@@ -61,7 +61,7 @@ func (cl *call) observe(attempts, status int, e *Error, out observe.Outcome) {
 	if len(c.observers) == 0 {
 		return
 	}
-	ev := observe.CallEvent{System: c.name, Method: cl.req.Method, Attempts: attempts, Status: status,
+	ev := observe.CallEvent{System: c.name, RouteName: cl.route.name, Method: cl.req.Method, Attempts: attempts, Status: status,
 		Duration: time.Since(cl.start), Outcome: out}
 	if e != nil {
 		ev.Op, ev.Err = e.Op, e
@@ -101,8 +101,11 @@ type hedgeTag struct {
 func (c *Client) report(a *attempt, h hedgeTag) {
 	req := a.req
 	route := observe.Route(req.Context())
-	ev := observe.AttemptEvent{System: c.name, Method: req.Method, Host: req.URL.Host, Path: req.URL.Path, Route: route,
-		Attempt: a.n, Hedge: h.k, Won: h.won, Op: a.op, Err: a.err, Duration: a.took}
+	if p := a.call.route; route == "" && p.name != "" {
+		route = p.template() // a declared route is a bounded template
+	}
+	ev := observe.AttemptEvent{System: c.name, RouteName: a.call.route.name, Method: req.Method, Host: req.URL.Host,
+		Path: req.URL.Path, Route: route, Attempt: a.n, Hedge: h.k, Won: h.won, Op: a.op, Err: a.err, Duration: a.took}
 	if route != "" {
 		ev.Path = route
 	}

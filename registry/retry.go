@@ -24,8 +24,10 @@ import (
 // RETRY_AFTER_MAX), else backoff with full jitter; every retry takes a
 // token of the system's retry throttle. It is always in the chain.
 type retryStage struct {
-	c    *Client
-	next attemptStage
+	c          *Client
+	retries    int  // the policy's RETRIES
+	idempotent bool // the policy's requests are replayable whatever their method (a route's IDEMPOTENT)
+	next       attemptStage
 }
 
 // retrier is the state of one hop's retries.
@@ -38,8 +40,8 @@ type retrier struct {
 
 func (s *retryStage) handle(cl *call) (*http.Response, error) {
 	r := retrier{c: s.c, cl: cl, max: 1}
-	if cl.replayable = policy.Replayable(cl.req); cl.replayable {
-		r.max = 1 + s.c.cfg.Retries
+	if cl.replayable = replayable(cl.req, s.idempotent); cl.replayable {
+		r.max = 1 + s.retries
 	}
 	a := &cl.attempt
 	for n := 1; ; n++ {
@@ -123,7 +125,7 @@ func answerOutcome(status int) observe.Outcome {
 // attempt may go.
 func (r *retrier) next(a *attempt) (done bool, _ *http.Response, _ error) {
 	cl := r.cl
-	wait, hint, last := policy.Plan(a.resp, r.c.cfg, a.n, a.n >= r.max)
+	wait, hint, last := policy.Plan(a.resp, r.cl.route.cfg, a.n, a.n >= r.max)
 	switch {
 	case last && a.err == nil:
 		// Retries ran out on a status: the caller gets the last

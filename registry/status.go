@@ -13,14 +13,16 @@ func (c *Client) Status() observe.Status {
 		fs := f.FleetSync()
 		fleet = &fs
 	}
+	ps := c.pol.Load()
 	var rate *observe.RateStatus
-	if c.quota != nil {
-		rs := c.quota.Status()
+	if ps.quota != nil {
+		rs := ps.quota.Status()
 		rs.Refused = c.stats.rateRefused.Load()
 		rate = &rs
 	}
 	st := observe.Status{
 		Rate:    rate,
+		Routes:  c.routeStatus(ps),
 		System:  c.name,
 		Breaker: breaker.State(c.cb.State()),
 		Forced:  c.force.Status(),
@@ -46,7 +48,7 @@ func (c *Client) Status() observe.Status {
 		Fleet:            fleet,
 		HedgesSent:       c.stats.hedges.Load(),
 		HedgesWon:        c.stats.hedgesWon.Load(),
-		Config:           c.vars(),
+		Config:           ps.vars(),
 		Faults:           c.faults.Describe(),
 		InjectedAborts:   c.faults.Aborts(),
 		InjectedDelays:   c.faults.Delays(),

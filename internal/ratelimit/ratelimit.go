@@ -26,14 +26,25 @@ var ErrLimited = errors.New("outbound: rate limited")
 
 // Local is one system's own quota. It is safe for concurrent use.
 type Local struct {
-	r      config.Rate
+	r      atomic.Pointer[config.Rate]
 	lim    *rate.Limiter
 	paused atomic.Int64 // until when, Unix nanoseconds; 0: not paused
 }
 
 // NewLocal returns the quota of r, which must be limited.
 func NewLocal(r config.Rate) *Local {
-	return &Local{r: r, lim: rate.NewLimiter(rate.Limit(r.PerSecond()), r.Burst)}
+	l := &Local{lim: rate.NewLimiter(rate.Limit(r.PerSecond()), r.Burst)}
+	l.r.Store(&r)
+	return l
+}
+
+// SetRate changes the quota to r, which must be limited, keeping the
+// tokens it has (at most r's burst): a change of settings neither
+// refills the bucket nor empties it.
+func (l *Local) SetRate(r config.Rate) {
+	l.lim.SetLimit(rate.Limit(r.PerSecond()))
+	l.lim.SetBurst(r.Burst)
+	l.r.Store(&r)
 }
 
 // Wait takes one token, waiting at most maxWait and never past ctx's
@@ -75,7 +86,8 @@ func (l *Local) ReportPauses(func(until time.Time)) {}
 // Status is the quota's state: its limit, the share this pod may spend
 // (all of it, at scope local), the tokens left now and the pause.
 func (l *Local) Status() observe.RateStatus {
-	st := observe.RateStatus{Limit: l.r.String(), Scope: "local", Share: l.r.PerSecond(), Burst: l.r.Burst,
+	r := l.r.Load()
+	st := observe.RateStatus{Limit: r.String(), Scope: "local", Share: r.PerSecond(), Burst: r.Burst,
 		Tokens: l.lim.Tokens()}
 	if p := l.paused.Load(); p > time.Now().UnixNano() {
 		st.PausedUntil = time.Unix(0, p)

@@ -1,0 +1,326 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/ratelimit"
+	"github.com/outbound-go/outbound/observe"
+)
+
+// This file is live settings: OUTBOUND_CONFIG_FILE names a file of
+// KEY=VALUE lines, read at start over the process environment and then
+// looked at again every second. A change is loaded and validated whole,
+// with the rules and the report of the start; a valid one is applied
+// system by system between calls, an invalid one is refused whole and
+// reported, and watching goes on.
+//
+// The file is polled, not watched with inotify (fsnotify): a read of a
+// small file a second costs a few microseconds of CPU
+// (BenchmarkSettingsPoll), polling sees an edit in place, a rename into
+// place and a Kubernetes ConfigMap volume's swap of its ..data symlink
+// alike, and it can miss no event, so no pod stays on old settings for
+// want of one. It adds no dependency to the core.
+
+// DefaultReloadInterval is how often the settings file is read.
+const DefaultReloadInterval = time.Second
+
+// WithReloadInterval sets how often the settings file of
+// OUTBOUND_CONFIG_FILE is read (default [DefaultReloadInterval]). It
+// changes nothing for a registry without one.
+func WithReloadInterval(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.reloadEvery = d })
+}
+
+// settingsFile is the watch of a registry's settings file.
+type settingsFile struct {
+	path    string
+	env     map[string]string // the process environment at start
+	systems []config.System
+	fleet   config.Fleet // the fleet's settings at start: fixed
+	logger  func(msg string, args ...any)
+
+	mu     sync.Mutex // serialises reloads; guards the fields below
+	seen   string     // the version last looked at, applied or refused
+	status observe.SettingsStatus
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// fromEnvWithFile builds the registry of systems from env with the
+// settings file at path laid over it, and starts watching the file.
+func fromEnvWithFile(path string, env map[string]string, systems []config.System, opts []Option) (*Registry, error) {
+	f, err := config.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	merged := f.Over(env)
+	loaded, err := config.LoadEnv(merged, systems...)
+	if err != nil {
+		return nil, err
+	}
+	r, err := New(loaded, opts...)
+	if err != nil {
+		return nil, err
+	}
+	fleet, _ := config.LoadFleetEnv(merged)
+	sf := &settingsFile{path: path, env: env, systems: slices.Clone(systems), fleet: fleet,
+		seen: f.Version, stop: make(chan struct{}), done: make(chan struct{})}
+	sf.status = observe.SettingsStatus{File: path, Version: f.Version, AppliedAt: time.Now()}
+	if r.opts.logger != nil {
+		sf.logger = r.opts.logger.Warn
+	}
+	r.settings = sf
+	every := r.opts.reloadEvery
+	if every <= 0 {
+		every = DefaultReloadInterval
+	}
+	go r.watchSettings(every)
+	return r, nil
+}
+
+// watchSettings reads the settings file every interval until the
+// registry is closed, and reloads it when its content changed.
+func (r *Registry) watchSettings(every time.Duration) {
+	defer close(r.settings.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.settings.stop:
+			return
+		case <-t.C:
+			_ = r.reload(false)
+		}
+	}
+}
+
+// Reload reads the settings file of OUTBOUND_CONFIG_FILE now and applies
+// it, as the watch does every second: for a SIGHUP handler of the
+// service's own (outbound installs none). It returns nil when the file
+// was applied or had not changed, or the error that refused it: a
+// *config.Error listing every problem, or one saying that the change
+// needs a restart. A registry without a settings file returns an error
+// matching [ErrNoSettingsFile].
+func (r *Registry) Reload() error { return r.reload(true) }
+
+// ErrNoSettingsFile is the error of [Registry.Reload] on a registry built
+// without OUTBOUND_CONFIG_FILE.
+var ErrNoSettingsFile = errors.New("outbound: no settings file (" + config.FileVar + ")")
+
+func (r *Registry) reload(asked bool) error {
+	sf := r.settings
+	if sf == nil {
+		return ErrNoSettingsFile
+	}
+	sf.mu.Lock()
+	defer sf.mu.Unlock()
+	data, err := os.ReadFile(sf.path)
+	if err != nil {
+		return sf.refuse("read:"+err.Error(), "", fmt.Errorf("%s=%s: %w", config.FileVar, sf.path, err))
+	}
+	if config.FileVersion(data) == sf.seen && !asked {
+		return nil // unchanged: already applied, or already refused
+	}
+	f, err := config.ParseFile(sf.path, data)
+	if err != nil {
+		return sf.refuse(f.Version, f.Version, err)
+	}
+	env := f.Over(sf.env)
+	loaded, err := config.LoadEnv(env, sf.systems...)
+	if err == nil {
+		err = r.fixed(env, loaded)
+	}
+	if err != nil {
+		return sf.refuse(f.Version, f.Version, err)
+	}
+	if f.Version == sf.status.Version {
+		sf.seen, sf.status.Refused = f.Version, nil // back to what is in force
+		return nil
+	}
+	for _, l := range loaded {
+		r.clients[l.Name].apply(l)
+	}
+	sf.seen = f.Version
+	sf.status.Version, sf.status.AppliedAt, sf.status.Refused = f.Version, time.Now(), nil
+	sf.status.Applied++
+	return nil
+}
+
+// refuse records a refused change of the file (seen: what not to look at
+// again until it changes) and logs it once.
+func (sf *settingsFile) refuse(seen, version string, err error) error {
+	if sf.seen == seen && sf.status.Refused != nil {
+		return err // told already
+	}
+	sf.seen = seen
+	sf.status.Refusals++
+	sf.status.Refused = &observe.SettingsRefusal{Version: version, At: time.Now(), Reason: err.Error()}
+	if sf.logger != nil {
+		sf.logger("outbound settings file refused whole; the settings in force stay", "outbound.settings.file", sf.path,
+			"outbound.settings.version", version, "outbound.settings.reason", err.Error())
+	}
+	return err
+}
+
+// fixed returns why loaded, the settings of a change, cannot be applied
+// while the service runs, or nil: the set of systems and the fleet's
+// Redis settings are fixed at start, and so are the settings each client
+// was built on ([Client.needsRestart]).
+func (r *Registry) fixed(env map[string]string, loaded []config.Loaded) error {
+	names := make([]string, len(loaded))
+	for i, l := range loaded {
+		names[i] = l.Name
+	}
+	if !slices.Equal(names, r.names) {
+		return fmt.Errorf("the systems are %s, the file makes them %s: adding or removing a system needs a restart",
+			strings.Join(r.names, ","), strings.Join(names, ","))
+	}
+	if fleet, _ := config.LoadFleetEnv(env); fleet != r.settings.fleet {
+		return errors.New("the fleet's Redis settings (" + config.FleetRedisURLVar + ", " + config.FleetNamespaceVar + ") changed: they need a restart")
+	}
+	var fixed []string
+	for _, l := range loaded {
+		fixed = append(fixed, r.clients[l.Name].needsRestart(l)...)
+	}
+	if len(fixed) > 0 {
+		return fmt.Errorf("%s changed: applied only at start, so the change needs a restart (nothing of it was applied)",
+			strings.Join(fixed, ", "))
+	}
+	return nil
+}
+
+// liveSettings are the settings a change applies while the service
+// runs (and MAX_CONCURRENT up to what it was at start, RATE_LIMIT and
+// RATE_BURST at scope local); every other one is fixed at start
+// (needsRestart).
+var liveSettings = map[string]bool{
+	"CallTimeout": true, "ReadTimeout": true, "Retries": true, "BackoffBase": true, "BackoffMax": true,
+	"RetryAfterMax": true, "OmitTimeBudget": true, "HedgeDelay": true, "HedgeMax": true, "HedgeDelayMin": true,
+	"HedgeDelayMax": true, "RateLimit": true, "RateBurst": true, "RateMaxWait": true,
+	"FollowRedirects": true, "MaxRedirects": true,
+}
+
+// needsRestart names the variables of l that differ from the settings in
+// force and cannot change while the service runs: connection settings
+// (the pool), an adaptive bulkhead or a MAX_CONCURRENT above the one at
+// start, the breaker's and the retry budget's
+// settings, the scopes, TLS and drills; a READ_TIMEOUT above the one the
+// transport was built with; RATE_LIMIT at RATE_SCOPE=fleet; and, at
+// scope fleet, which routes have a breaker or a limit of their own.
+func (c *Client) needsRestart(l config.Loaded) []string {
+	old := c.pol.Load().l
+	was := make(map[string]string)
+	for _, v := range old.Vars() {
+		was[v.Setting] = v.Value
+	}
+	var out []string
+	for _, v := range l.Vars() {
+		live := liveSettings[v.Setting]
+		switch v.Setting {
+		case "RateLimit", "RateBurst":
+			live = l.Client.RateScope == "local"
+		case "MaxConcurrent":
+			// A fixed bulkhead's limit moves under its capacity; the pool
+			// keeps the size it was built with.
+			live = !c.bh.Adaptive() && int64(l.Client.MaxConcurrent) <= c.bh.Capacity()
+		}
+		if !live && was[v.Setting] != v.Value {
+			out = append(out, v.Name)
+		}
+	}
+	if d := headerTimeout(l); d > c.transport.ResponseHeaderTimeout {
+		out = append(out, fmt.Sprintf("%s_READ_TIMEOUT (above %v, the longest at start)", l.Prefix,
+			c.transport.ResponseHeaderTimeout))
+	}
+	own := func(ls config.Loaded) map[string]string {
+		m := map[string]string{}
+		for _, r := range ls.Routes {
+			m[r.Name] = fmt.Sprint(r.OwnBreaker, r.Client.RateLimit, r.Client.BreakerFailureRatio)
+		}
+		return m
+	}
+	fleet := l.Client.BreakerScope == "fleet" || l.Client.RateScope == "fleet"
+	if fleet && !maps.Equal(own(old), own(l)) {
+		out = append(out, l.Prefix+"_ROUTES (the routes' own breakers and limits at scope fleet)")
+	}
+	return out
+}
+
+// apply makes l the client's settings for the calls that begin from now
+// on: the breakers, the pool, the permits and the tokens stay; a call in
+// flight finishes under the settings it began with.
+func (c *Client) apply(l config.Loaded) {
+	c.live.Lock()
+	defer c.live.Unlock()
+	old := c.pol.Load()
+	quota := old.quota
+	if r := l.Client.Rate(); old.l.Client.Rate() != r {
+		switch q, local := quota.(*ratelimit.Local); {
+		case !r.Limited():
+			quota = nil
+		case local:
+			q.SetRate(r) // the tokens carry over
+		default:
+			nq := ratelimit.NewLocal(r)
+			nq.ReportPauses(func(until time.Time) { c.paused(until, 0) })
+			quota = nq
+		}
+	}
+	if n := int64(l.Client.MaxConcurrent); n != int64(old.l.Client.MaxConcurrent) {
+		_ = c.bh.SetLimit(n) // in range: needsRestart said so
+	}
+	ps, err := c.policies(l, quota, old)
+	if err != nil {
+		// Only a fleet refuses a route's breaker or limit, and a change
+		// of those at scope fleet needs a restart (needsRestart).
+		return
+	}
+	c.pol.Store(ps)
+}
+
+// Settings returns the state of the registry's settings file: the
+// version applied and when, and the last change refused (nil when the
+// last change was applied). The zero value without OUTBOUND_CONFIG_FILE.
+func (r *Registry) Settings() observe.SettingsStatus {
+	if r.settings == nil {
+		return observe.SettingsStatus{}
+	}
+	r.settings.mu.Lock()
+	defer r.settings.mu.Unlock()
+	st := r.settings.status
+	if st.Refused != nil {
+		ref := *st.Refused
+		st.Refused = &ref
+	}
+	return st
+}
+
+// stopSettings ends the watch of the settings file, if any, and waits for
+// it.
+func (r *Registry) stopSettings() {
+	if r.settings == nil {
+		return
+	}
+	r.stopOnce.Do(func() { close(r.settings.stop) })
+	<-r.settings.done
+}
+
+// processEnv is the process environment as a map.
+func processEnv() map[string]string {
+	environ := os.Environ()
+	env := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return env
+}

@@ -1,0 +1,358 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/outbound-go/outbound/bulkhead"
+	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/outboundtest"
+)
+
+// configMap is a settings file laid out as Kubernetes mounts a ConfigMap
+// volume: dir/settings -> ..data/settings, ..data -> a timestamped
+// directory, and an update that writes a new directory and swaps ..data
+// to it in one rename.
+type configMap struct {
+	t   *testing.T
+	dir string
+	n   int
+}
+
+func newConfigMap(t *testing.T, content string) *configMap {
+	m := &configMap{t: t, dir: t.TempDir()}
+	m.update(content)
+	if err := os.Symlink(filepath.Join("..data", "settings"), filepath.Join(m.dir, "settings")); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func (m *configMap) path() string { return filepath.Join(m.dir, "settings") }
+
+// update swaps the volume to content, as the kubelet does.
+func (m *configMap) update(content string) {
+	m.t.Helper()
+	m.n++
+	ts := fmt.Sprintf("..2026_12_02_00_00_%02d.%d", m.n, m.n)
+	if err := os.Mkdir(filepath.Join(m.dir, ts), 0o755); err != nil {
+		m.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(m.dir, ts, "settings"), []byte(content), 0o644); err != nil {
+		m.t.Fatal(err)
+	}
+	tmp := filepath.Join(m.dir, "..data_tmp")
+	if err := os.Symlink(ts, tmp); err != nil {
+		m.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(m.dir, "..data")); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// liveRegistry builds a registry of env with the settings file at path,
+// looked at every 20ms.
+func liveRegistry(t *testing.T, env map[string]string, path string, opts ...Option) *Registry {
+	t.Helper()
+	env[config.FileVar] = path
+	r, err := fromEnvWithFile(path, env, nil, append(opts, WithReloadInterval(20*time.Millisecond)))
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// liveCalls numbers the calls of liveGet, each on a path of its own.
+var liveCalls atomic.Int64
+
+func liveGet(t *testing.T, c *Client) (int, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("/call/%d", liveCalls.Add(1)), nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// flaky answers 503 to the first request of each path, 200 to the
+// next: each call, on a path of its own, meets one 503. n counts the
+// requests.
+func flaky(t *testing.T) (*outboundtest.Upstream, *atomic.Int64) {
+	var n atomic.Int64
+	var seen sync.Map
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		if _, again := seen.LoadOrStore(r.URL.Path, true); !again {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	return up, &n
+}
+
+// waitVersion waits, boundedly, for the registry to run version v.
+func waitVersion(t *testing.T, r *Registry, v string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); r.Settings().Version != v; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("settings version %q after 10s, want %q (%+v)", r.Settings().Version, v, r.Settings())
+		}
+	}
+}
+
+func version(t *testing.T, content string) string {
+	f, err := config.ParseFile("x", []byte(content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Version
+}
+
+// A ConfigMap-style swap of the settings file turning RETRIES from 0 to 2
+// is seen by the watch and applied: a call to a 503-then-200 upstream
+// that got the 503 now gets the 200 after one retry.
+func TestSettingsFileSwapTurnsRetriesOn(t *testing.T) {
+	t.Parallel()
+	up, n := flaky(t)
+	m := newConfigMap(t, "PAYMENTS_RETRIES=0\n")
+	r := liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL,
+		"PAYMENTS_BACKOFF_BASE": "1ms", "PAYMENTS_BACKOFF_MAX": "2ms"}, m.path())
+	c := r.MustClient("payments")
+	if status, err := liveGet(t, c); status != 503 || err != nil || n.Load() != 1 {
+		t.Fatalf("RETRIES=0: %d %v after %d attempts, want the 503 of one", status, err, n.Load())
+	}
+	m.update("PAYMENTS_RETRIES=2\n")
+	waitVersion(t, r, version(t, "PAYMENTS_RETRIES=2\n"))
+	if status, err := liveGet(t, c); status != 200 || err != nil || n.Load() != 3 {
+		t.Fatalf("RETRIES=2: %d %v after %d attempts in all, want 200 after a retry", status, err, n.Load())
+	}
+	if got := c.Config().Retries; got != 2 {
+		t.Errorf("Config().Retries = %d, want 2", got)
+	}
+}
+
+// A change with one bad variable is refused whole: nothing of it applies
+// (not even its valid part), the report says why, and a later valid
+// change applies.
+func TestInvalidSettingsChangeIsRefusedWholeAndALaterOneApplies(t *testing.T) {
+	t.Parallel()
+	up, n := flaky(t)
+	path := filepath.Join(t.TempDir(), "settings")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("PAYMENTS_RETRIES=0\n")
+	r := liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL,
+		"PAYMENTS_BACKOFF_BASE": "1ms", "PAYMENTS_BACKOFF_MAX": "2ms"}, path)
+	c := r.MustClient("payments")
+
+	write("PAYMENTS_RETRIES=2\nPAYMENTS_READ_TIMEOUT=abc\n")
+	err := r.Reload()
+	var cerr *config.Error
+	if !errors.As(err, &cerr) || !strings.Contains(err.Error(), "PAYMENTS_READ_TIMEOUT=abc: not a duration") {
+		t.Fatalf("Reload: %v, want the report naming PAYMENTS_READ_TIMEOUT", err)
+	}
+	st := r.Settings()
+	if st.Refused == nil || !strings.Contains(st.Refused.Reason, "PAYMENTS_READ_TIMEOUT") || st.Refusals != 1 {
+		t.Errorf("Settings: %+v, want the refusal with its reason", st)
+	}
+	if status, _ := liveGet(t, c); status != 503 || c.Config().Retries != 0 {
+		t.Errorf("after the refused change: %d with RETRIES=%d, want the old settings (503, 0)", status, c.Config().Retries)
+	}
+	write("PAYMENTS_RETRIES=2\n")
+	waitVersion(t, r, version(t, "PAYMENTS_RETRIES=2\n"))
+	if st := r.Settings(); st.Refused != nil || st.Applied != 1 {
+		t.Errorf("Settings after a valid change: %+v, want it applied and the refusal cleared", st)
+	}
+	before := n.Load()
+	if status, _ := liveGet(t, c); status != 200 || n.Load()-before != 2 {
+		t.Errorf("after the valid change: %d in %d attempts, want 200 after a retry", status, n.Load()-before)
+	}
+}
+
+// A change of a setting fixed at start (a connection setting, a
+// MAX_CONCURRENT above the pool's size) is refused whole, saying it needs
+// a restart.
+func TestSettingsFixedAtStartNeedARestart(t *testing.T) {
+	t.Parallel()
+	up, _ := flaky(t)
+	path := filepath.Join(t.TempDir(), "settings")
+	if err := os.WriteFile(path, []byte("PAYMENTS_RETRIES=0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL}, path)
+	for content, want := range map[string]string{
+		"PAYMENTS_RETRIES=2\nPAYMENTS_MAX_CONCURRENT=64\n":                             "PAYMENTS_MAX_CONCURRENT changed: applied only at start",
+		"PAYMENTS_RETRIES=2\nPAYMENTS_CONNECT_TIMEOUT=1s\n":                            "PAYMENTS_CONNECT_TIMEOUT changed: applied only at start",
+		"OUTBOUND_SYSTEMS=payments,inventory\nINVENTORY_BASE_URL=http://127.0.0.1:1\n": "adding or removing a system needs a restart",
+		"PAYMENTS_READ_TIMEOUT=12s\nPAYMENTS_CALL_TIMEOUT=20s\n":                       "PAYMENTS_READ_TIMEOUT (above 10s",
+	} {
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Reload(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", content, err, want)
+		}
+	}
+	if got := r.MustClient("payments").Config().Retries; got != 0 {
+		t.Errorf("RETRIES %d after refused changes, want 0", got)
+	}
+}
+
+// A change that does not touch the breaker keeps it: open stays open
+// across a change of RETRIES, and its counts are kept across a change of
+// READ_TIMEOUT. No new connection opens across a change that keeps the
+// connection settings.
+func TestSettingsChangeKeepsTheBreakerAndThePool(t *testing.T) {
+	t.Parallel()
+	var fail atomic.Bool
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fail.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	path := filepath.Join(t.TempDir(), "settings")
+	var r *Registry
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Reload(); err != nil {
+			t.Fatalf("Reload: %v", err)
+		}
+	}
+	if err := os.WriteFile(path, []byte("PAYMENTS_RETRIES=0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL,
+		"PAYMENTS_BREAKER_MIN_REQUESTS": "4", "PAYMENTS_BREAKER_OPEN_TIMEOUT": "1m"}, path)
+	c := r.MustClient("payments")
+	for range 3 {
+		if status, err := liveGet(t, c); status != 200 || err != nil {
+			t.Fatalf("%d %v", status, err)
+		}
+	}
+	write("PAYMENTS_RETRIES=0\nPAYMENTS_READ_TIMEOUT=5s\n")
+	if st := c.Status(); st.BreakerCounts.Successes != 3 {
+		t.Errorf("breaker counts after a change of READ_TIMEOUT: %+v, want the 3 successes kept", st.BreakerCounts)
+	}
+	if up.Conns() != 1 {
+		t.Errorf("%d connections, want 1", up.Conns())
+	}
+	if status, _ := liveGet(t, c); status != 200 || up.Conns() != 1 {
+		t.Errorf("a call after the change: %d, %d connections; want 200 on the one connection", status, up.Conns())
+	}
+	fail.Store(true)
+	for range 4 {
+		_, _ = liveGet(t, c)
+	}
+	if st := c.Status(); st.Breaker != "open" {
+		t.Fatalf("breaker %s after 4 failures of 8, want open", st.Breaker)
+	}
+	write("PAYMENTS_RETRIES=2\nPAYMENTS_READ_TIMEOUT=5s\n")
+	if _, err := liveGet(t, c); !errors.Is(err, ErrCircuitOpen) {
+		t.Errorf("after a change of RETRIES: %v, want the breaker still open (ErrCircuitOpen)", err)
+	}
+}
+
+// MAX_CONCURRENT lowered from 8 to 2 under 8 calls in flight fails none
+// of them and admits no ninth, nor any call until fewer than 2 are in
+// flight.
+func TestSettingsLowerMaxConcurrentUnderLoad(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	path := filepath.Join(t.TempDir(), "settings")
+	if err := os.WriteFile(path, []byte("PAYMENTS_MAX_CONCURRENT=8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL, "PAYMENTS_RETRIES": "0"}, path)
+	c := r.MustClient("payments")
+	results := make(chan error, 8)
+	for range 8 {
+		go func() {
+			status, err := liveGet(t, c)
+			if err == nil && status != 200 {
+				err = fmt.Errorf("status %d", status)
+			}
+			results <- err
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); up.InFlight() < 8; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls in flight, want 8", up.InFlight())
+		}
+	}
+	if err := os.WriteFile(path, []byte("PAYMENTS_MAX_CONCURRENT=2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	if _, err := liveGet(t, c); !errors.Is(err, bulkhead.ErrFull) {
+		t.Errorf("a ninth call: %v, want bulkhead.ErrFull", err)
+	}
+	close(release)
+	for range 8 {
+		if err := <-results; err != nil {
+			t.Errorf("a call in flight failed: %v", err)
+		}
+	}
+	if st := c.Status(); st.Limit != 2 || st.InFlight != 0 {
+		t.Errorf("limit %d, in flight %d; want 2 and 0", st.Limit, st.InFlight)
+	}
+	if status, err := liveGet(t, c); status != 200 || err != nil {
+		t.Errorf("a call after the 8 returned: %d %v", status, err)
+	}
+}
+
+// BenchmarkSettingsPoll is what the watch costs each second while the
+// file does not change: one read of a file of 40 lines and its hash.
+func BenchmarkSettingsPoll(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "settings")
+	content := strings.Repeat("# a comment line of a settings file\n", 39) + "PAYMENTS_RETRIES=1\n"
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	r, err := fromEnvWithFile(path, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": "http://127.0.0.1:1"},
+		nil, []Option{WithReloadInterval(time.Hour)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := r.reload(false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
