@@ -59,6 +59,13 @@ type Metrics struct {
 	rateTokens   *prometheus.Desc
 	ratePaused   *prometheus.Desc
 	rateRefused  *prometheus.Desc
+	// routeCalls and routeBreaker are the series of the systems' routes
+	// (<P>_ROUTES): a label only what is declared sets.
+	routeCalls   *prometheus.CounterVec
+	routeBreaker *prometheus.Desc
+	// configInfo, configApplied and configRefused are the state of a
+	// registry's settings file (OUTBOUND_CONFIG_FILE).
+	configInfo, configApplied, configRefused *prometheus.Desc
 
 	// systems maps a system's name to its resolved series. It is copied
 	// on write under mu, so the event path reads it without a lock; the
@@ -135,6 +142,10 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 			Help:        "Drills (OUTBOUND_FAULTS=on): attempts fault injection aborted or delayed, by outcome. They are counted here only, not in outbound_attempts_total, outbound_retries_total nor the attempt duration histogram.",
 			ConstLabels: prometheus.Labels{"injected": "true"},
 		}, []string{"system", "outcome"}),
+		routeCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "outbound_route_calls_total",
+			Help: "Outbound calls of a system's declared routes (<P>_ROUTES), by route and how they ended (outcome, as outbound_calls_total, which counts them too). A call that matches no route is not here.",
+		}, []string{"system", "route", "outcome"}),
 	}
 	m.newStatusDescs()
 	empty := map[string]*series{}
@@ -196,6 +207,9 @@ func (m *Metrics) ObserveAttempt(e observe.AttemptEvent) {
 func (m *Metrics) ObserveCall(e observe.CallEvent) {
 	s := m.series(e.System)
 	s.calls.inc(e.Outcome, e.Status)
+	if e.RouteName != "" {
+		m.routeCalls.WithLabelValues(e.System, e.RouteName, e.Outcome.String()).Inc()
+	}
 	if e.Attempts > 0 {
 		s.callDur.Observe(e.Duration.Seconds())
 	}
@@ -323,6 +337,11 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.attemptDur.Describe(ch)
 	m.transitions.Describe(ch)
 	m.injected.Describe(ch)
+	m.routeCalls.Describe(ch)
+	ch <- m.routeBreaker
+	ch <- m.configInfo
+	ch <- m.configApplied
+	ch <- m.configRefused
 	ch <- m.breakerState
 	ch <- m.inFlight
 	ch <- m.capacity
@@ -348,8 +367,22 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	watched := slices.Clone(m.watched)
 	m.mu.Unlock()
 	for _, r := range watched {
+		if s := r.Settings(); s.File != "" {
+			refused := "0"
+			if s.Refused != nil {
+				refused = "1"
+			}
+			ch <- prometheus.MustNewConstMetric(m.configInfo, prometheus.GaugeValue, 1, s.Version, refused)
+			ch <- prometheus.MustNewConstMetric(m.configApplied, prometheus.CounterValue, float64(s.Applied))
+			ch <- prometheus.MustNewConstMetric(m.configRefused, prometheus.CounterValue, float64(s.Refusals))
+		}
 		for _, st := range r.Status() {
 			ch <- prometheus.MustNewConstMetric(m.breakerState, prometheus.GaugeValue, breakerValue(st.Breaker), st.System)
+			for _, rt := range st.Routes {
+				if rt.OwnBreaker {
+					ch <- prometheus.MustNewConstMetric(m.routeBreaker, prometheus.GaugeValue, breakerValue(rt.Breaker), st.System, rt.Name)
+				}
+			}
 			ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(st.InFlight), st.System)
 			ch <- prometheus.MustNewConstMetric(m.capacity, prometheus.GaugeValue, float64(st.Capacity), st.System)
 			ch <- prometheus.MustNewConstMetric(m.limit, prometheus.GaugeValue, float64(st.Limit), st.System)
@@ -375,6 +408,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.attemptDur.Collect(ch)
 	m.transitions.Collect(ch)
 	m.injected.Collect(ch)
+	m.routeCalls.Collect(ch)
 }
 
 // breakerValue is the gauge value of a breaker state.
@@ -444,6 +478,14 @@ func (m *Metrics) newStatusDescs() {
 		"Requests this pod may send at once now under RATE_LIMIT.", system, nil)
 	m.ratePaused = prometheus.NewDesc("outbound_rate_limit_paused",
 		"1 while the upstream has paused the system (429 or 503 with Retry-After, or its rate-limit headers), 0 otherwise.", system, nil)
+	m.configInfo = prometheus.NewDesc("outbound_config_info",
+		"1, labelled with the version of the settings file (OUTBOUND_CONFIG_FILE) this pod runs (a hash of its content: pods that run the same file show the same) and refused=1 while its last change was refused. Absent without a settings file.", []string{"version", "refused"}, nil)
+	m.configApplied = prometheus.NewDesc("outbound_config_changes_applied_total",
+		"Changes of the settings file applied since start.", nil, nil)
+	m.configRefused = prometheus.NewDesc("outbound_config_changes_refused_total",
+		"Changes of the settings file refused whole since start (the report is logged and in the status page).", nil, nil)
+	m.routeBreaker = prometheus.NewDesc("outbound_route_breaker_state",
+		"State of a route's own breaker (<P>_ROUTE_<R>_BREAKER=own): 0 closed, 1 half-open, 2 open. Absent for a route that shares its system's.", []string{"system", "route"}, nil)
 	m.rateRefused = prometheus.NewDesc("outbound_rate_limit_refused_total",
 		"Requests the rate limit refused (ErrRateLimited), retries and hedges included.", system, nil)
 }

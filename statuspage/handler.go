@@ -47,6 +47,10 @@ type Snapshot struct {
 	GeneratedAt    time.Time      `json:"generated_at"`
 	PollIntervalMS int64          `json:"poll_interval_ms"`
 	Systems        []SystemStatus `json:"systems"`
+	// Settings is the state of the settings file (OUTBOUND_CONFIG_FILE):
+	// the version this pod runs and the last change refused; absent
+	// without one.
+	Settings *observe.SettingsStatus `json:"settings,omitempty"`
 }
 
 // SystemStatus is one system in a [Snapshot]: the registry's Status
@@ -59,8 +63,16 @@ type SystemStatus struct {
 	// BreakerChangedAt is the time of the last breaker transition the
 	// recorder saw; absent when none.
 	BreakerChangedAt *time.Time `json:"breaker_changed_at,omitempty"`
-	// LastError is the last failed call's error, redacted; absent when
-	// none.
+	// HalfOpenAt is when an open breaker lets its first probes through:
+	// the breaker's last change plus BREAKER_OPEN_TIMEOUT (at the latest:
+	// at BREAKER_SCOPE=fleet another pod may have opened it earlier).
+	// Absent unless the breaker is open on its own judgement (an
+	// override shows its end in Forced) and the recorder saw it open.
+	HalfOpenAt *time.Time `json:"half_open_at,omitempty"`
+	// LastError is the last failure of a call that sent a request (its
+	// error, redacted, or the failed status it ended with); absent when
+	// none. Refusals are not failures: while a breaker refuses, this is
+	// still the failure that opened it.
 	LastError *LastError `json:"last_error,omitempty"`
 }
 
@@ -148,6 +160,9 @@ func (h *handler) Snapshot() Snapshot {
 	st := h.r.Status()
 	now := time.Now()
 	out := Snapshot{GeneratedAt: now, PollIntervalMS: PollInterval.Milliseconds(), Systems: make([]SystemStatus, 0, len(st))}
+	if set := h.r.Settings(); set.File != "" {
+		out.Settings = &set
+	}
 	for _, s := range st {
 		snap := h.rec.snapshot(s.System)
 		ss := SystemStatus{Status: s, Latency: snap.Latency}
@@ -155,12 +170,34 @@ func (h *handler) Snapshot() Snapshot {
 			at := snap.BreakerAt
 			ss.BreakerChangedAt = &at
 		}
-		if snap.LastErr != nil {
-			ss.LastError = &LastError{At: snap.LastErrAt, Outcome: snap.LastOut.String(), Message: scrub(snap.LastErr.Error())}
+		if l := snap.Last; !l.at.IsZero() {
+			ss.LastError = &LastError{At: l.at, Outcome: l.out.String(), Message: l.message()}
 		}
+		ss.HalfOpenAt = halfOpenAt(s, snap.BreakerAt)
 		out.Systems = append(out.Systems, ss)
 	}
 	return out
+}
+
+// halfOpenAt is when s's open breaker, which opened at opened, turns
+// half-open; nil when it is not open on its own judgement or the time
+// is not known.
+func halfOpenAt(s observe.Status, opened time.Time) *time.Time {
+	if s.Breaker != observe.BreakerOpen || s.Forced != nil || opened.IsZero() {
+		return nil
+	}
+	for _, v := range s.Config {
+		if v.Setting != "BreakerOpenTimeout" {
+			continue
+		}
+		d, err := time.ParseDuration(v.Value)
+		if err != nil || d <= 0 {
+			return nil
+		}
+		at := opened.Add(d)
+		return &at
+	}
+	return nil
 }
 
 var (

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
@@ -167,10 +168,15 @@ func TestStatusJSON(t *testing.T) {
 	if s.Latency == nil || s.Latency.Samples != int(s.Calls) || s.Latency.P50MS <= 0 || s.Latency.P99MS < s.Latency.P50MS {
 		t.Errorf("inv latency %+v for %d calls", s.Latency, s.Calls)
 	}
-	if s.LastError == nil || s.LastError.Outcome != "breaker_open" || !strings.Contains(s.LastError.Message, "circuit open") {
-		t.Errorf("inv last error %+v, want the breaker rejection", s.LastError)
+	// The refusal comes last; the page shows the failure that opened the
+	// breaker, and when it lets probes through.
+	if s.LastError == nil || s.LastError.Outcome != "gave_up" || s.LastError.Message != "GET answered 503 Service Unavailable after 1 attempt(s)" {
+		t.Errorf("inv last error %+v, want the 503 that opened the breaker", s.LastError)
 	}
-	if p.Latency != nil || p.LastError != nil || p.BreakerChangedAt != nil || p.Breaker != observe.BreakerClosed {
+	if s.HalfOpenAt == nil || s.BreakerChangedAt == nil || !s.HalfOpenAt.Equal(s.BreakerChangedAt.Add(time.Hour)) {
+		t.Errorf("inv half-open at %v, changed at %v: want the change plus BREAKER_OPEN_TIMEOUT (1h)", s.HalfOpenAt, s.BreakerChangedAt)
+	}
+	if p.Latency != nil || p.LastError != nil || p.BreakerChangedAt != nil || p.HalfOpenAt != nil || p.Breaker != observe.BreakerClosed {
 		t.Errorf("untouched pay: %+v", p)
 	}
 	var base string
@@ -181,6 +187,18 @@ func TestStatusJSON(t *testing.T) {
 	}
 	if base == "" || !strings.Contains(base, "REDACTED") {
 		t.Errorf("inv BASE_URL in config: %q, want it redacted", base)
+	}
+
+	// Forced open, the override's end is what the badge shows.
+	if err := inv.Force(observe.BreakerOpen, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var forced statuspage.Snapshot
+	if err := json.Unmarshal(serve(t, statuspage.Handler(r, rec), "GET", "/status.json").Body.Bytes(), &forced); err != nil {
+		t.Fatal(err)
+	}
+	if f := forced.Systems[0]; f.Forced == nil || f.HalfOpenAt != nil {
+		t.Errorf("forced open: forced %+v, half-open at %v, want the override and no half-open time", f.Forced, f.HalfOpenAt)
 	}
 
 	// Without a recorder, the registry's Status is still all there.

@@ -1,6 +1,8 @@
 package statuspage
 
 import (
+	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,8 +17,10 @@ const RingSize = 512
 
 // Recorder is a [observe.Observer] that keeps, per system, the
 // durations of the last [RingSize] calls that sent at least one attempt,
-// the time of the last breaker transition, and the last failure: what
-// Status cannot tell. Create it with [NewRecorder], pass it to
+// the time of the last breaker transition, and the last failure of a
+// call that sent something (an error or a failed status; a refusal is
+// not one, so that the failure that opened a breaker stays in view while
+// the breaker refuses): what Status cannot tell. Create it with [NewRecorder], pass it to
 // registry.WithObserver, then to [Handler]. It is safe for concurrent
 // use, and its event path allocates nothing.
 type Recorder struct {
@@ -33,9 +37,18 @@ type systemRecord struct {
 	n         uint64 // calls recorded since start; the next slot is n % RingSize
 
 	breakerAt time.Time // last transition seen, zero if none
-	lastErr   error     // formatted only when the page asks
-	lastErrAt time.Time
-	lastOut   observe.Outcome
+	last      failure   // the last failure of a call that sent something
+}
+
+// failure is a call that failed after sending: its error (formatted only
+// when the page asks) or, for a failed status, the status.
+type failure struct {
+	err      error
+	at       time.Time
+	out      observe.Outcome
+	method   string
+	status   int
+	attempts int
 }
 
 // NewRecorder returns an empty recorder.
@@ -53,8 +66,9 @@ func (r *Recorder) ObserveAttempt(observe.AttemptEvent) {}
 // ObserveCall implements observe.Observer.
 func (r *Recorder) ObserveCall(e observe.CallEvent) {
 	s := r.system(e.System)
+	failed := e.Outcome != observe.OutcomeOK && !e.Outcome.Refused()
 	var now time.Time
-	if e.Err != nil {
+	if failed {
 		now = r.now()
 	}
 	s.mu.Lock()
@@ -62,8 +76,8 @@ func (r *Recorder) ObserveCall(e observe.CallEvent) {
 		s.durations[s.n%RingSize] = e.Duration
 		s.n++
 	}
-	if e.Err != nil {
-		s.lastErr, s.lastErrAt, s.lastOut = e.Err, now, e.Outcome
+	if failed {
+		s.last = failure{err: e.Err, at: now, out: e.Outcome, method: e.Method, status: e.Status, attempts: e.Attempts}
 	}
 	s.mu.Unlock()
 }
@@ -111,9 +125,7 @@ type Latency struct {
 type snapshot struct {
 	Latency   *Latency
 	BreakerAt time.Time
-	LastErr   error
-	LastErrAt time.Time
-	LastOut   observe.Outcome
+	Last      failure // zero when no call failed after sending
 }
 
 // snapshot copies the record of system under its lock and computes the
@@ -130,7 +142,7 @@ func (r *Recorder) snapshot(system string) snapshot {
 	s.mu.Lock()
 	n := int(min(s.n, RingSize))
 	copy(ring[:], s.durations[:n])
-	out := snapshot{BreakerAt: s.breakerAt, LastErr: s.lastErr, LastErrAt: s.lastErrAt, LastOut: s.lastOut}
+	out := snapshot{BreakerAt: s.breakerAt, Last: s.last}
 	s.mu.Unlock()
 	if n > 0 {
 		d := ring[:n]
@@ -153,3 +165,12 @@ func percentile(d []time.Duration, q float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// message says what went wrong: the error, redacted, or the status the
+// call ended with.
+func (f failure) message() string {
+	if f.err != nil {
+		return scrub(f.err.Error())
+	}
+	return fmt.Sprintf("%s answered %d %s after %d attempt(s)", f.method, f.status, http.StatusText(f.status), f.attempts)
+}

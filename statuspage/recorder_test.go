@@ -31,14 +31,16 @@ func TestRecorderRing(t *testing.T) {
 	if s := r.snapshot("inv"); s.Latency != nil {
 		t.Fatalf("latency before any call: %+v", s.Latency)
 	}
-	// Calls refused before any attempt have no duration to record.
+	// Calls refused before any attempt have no duration to record, and
+	// are no failure.
 	r.ObserveCall(observe.CallEvent{System: "inv", Outcome: observe.OutcomeBulkheadFull, Err: errors.New("full")})
-	if s := r.snapshot("inv"); s.Latency != nil || s.LastErr == nil || s.LastOut != observe.OutcomeBulkheadFull {
+	if s := r.snapshot("inv"); s.Latency != nil || !s.Last.at.IsZero() {
 		t.Fatalf("after a rejection: %+v", s)
 	}
+	r.ObserveCall(observe.CallEvent{System: "inv", Method: "GET", Attempts: 3, Status: 503, Duration: time.Second, Outcome: observe.OutcomeGaveUp})
 	// Fill the ring twice over: 1000 slow calls, then RingSize fast
 	// ones; only the fast ones remain.
-	for range 1000 {
+	for range 999 {
 		r.ObserveCall(observe.CallEvent{System: "inv", Attempts: 1, Duration: time.Second, Outcome: observe.OutcomeOK})
 	}
 	for i := range RingSize {
@@ -48,12 +50,26 @@ func TestRecorderRing(t *testing.T) {
 	if l == nil || l.Samples != RingSize || l.MaxMS != RingSize || l.P50MS != RingSize/2 || l.P99MS != 507 {
 		t.Fatalf("latency %+v, want %d samples of 1..%dms", l, RingSize, RingSize)
 	}
-	if s := r.snapshot("inv"); s.LastOut != observe.OutcomeBulkheadFull {
-		t.Errorf("a success replaced the last error: %+v", s)
+	if s := r.snapshot("inv"); s.Last.out != observe.OutcomeGaveUp || s.Last.message() != "GET answered 503 Service Unavailable after 3 attempt(s)" {
+		t.Errorf("a success replaced the last failure: %+v %q", s.Last, s.Last.message())
 	}
 	var nilRec *Recorder
 	if s := nilRec.snapshot("inv"); s.Latency != nil {
 		t.Errorf("nil recorder: %+v", s)
+	}
+}
+
+// TestRecorderKeepsTheFailureThatOpenedTheBreaker checks that the
+// refusals of an open breaker, forced or not, do not replace the last
+// failure of a call that was sent: the one that opened it.
+func TestRecorderKeepsTheFailureThatOpenedTheBreaker(t *testing.T) {
+	r := NewRecorder()
+	r.ObserveCall(observe.CallEvent{System: "inv", Method: "GET", Attempts: 1, Op: observe.OpConnect, Err: errors.New("dial tcp 10.0.0.9:443: connection refused"), Outcome: observe.OutcomeGaveUp})
+	for _, out := range []observe.Outcome{observe.OutcomeBreakerOpen, observe.OutcomeForcedOpen, observe.OutcomeRateLimited, observe.OutcomeBudgetSpent} {
+		r.ObserveCall(observe.CallEvent{System: "inv", Method: "GET", Err: errors.New("circuit open"), Outcome: out})
+	}
+	if l := r.snapshot("inv").Last; l.out != observe.OutcomeGaveUp || l.message() != "dial tcp 10.0.0.9:443: connection refused" {
+		t.Errorf("last failure %s %q, want the refused connect", l.out, l.message())
 	}
 }
 

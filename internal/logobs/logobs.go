@@ -81,6 +81,9 @@ func (o *Observer) ObserveAttempt(e observe.AttemptEvent) {
 	attrs := make([]slog.Attr, 0, 14)
 	attrs = append(attrs, slog.String("outbound.system", e.System), slog.String("http.request.method", e.Method))
 	attrs = appendServer(attrs, e.Host)
+	if e.RouteName != "" {
+		attrs = append(attrs, slog.String("outbound.route", e.RouteName))
+	}
 	if e.Route != "" {
 		attrs = append(attrs, slog.String("url.template", e.Route))
 	} else {
@@ -168,9 +171,12 @@ func (o *Observer) ObserveCall(e observe.CallEvent) {
 	b.last, b.suppressed = now, 0
 	o.mu.Unlock()
 
-	attrs := make([]slog.Attr, 0, 7)
+	attrs := make([]slog.Attr, 0, 8)
 	attrs = append(attrs, slog.String("outbound.system", e.System), slog.String("http.request.method", e.Method),
 		slog.String("outbound.outcome", e.Outcome.String()))
+	if e.RouteName != "" {
+		attrs = append(attrs, slog.String("outbound.route", e.RouteName))
+	}
 	attrs = appendErr(attrs, e.Op, e.Err)
 	if n > 0 {
 		attrs = append(attrs, slog.Int64("outbound.suppressed", n))

@@ -59,7 +59,7 @@ func str(v any) string { s, _ := v.(string); return s }
 // attempt record, and that a transport error has no status attribute.
 func TestAttemptRecordsUseOpenTelemetryNames(t *testing.T) {
 	o, buf := newObserver(slog.LevelDebug)
-	o.ObserveAttempt(observe.AttemptEvent{System: "inv", Method: "GET", Host: "inv.internal:8443", Path: "/stock/{isbn}",
+	o.ObserveAttempt(observe.AttemptEvent{System: "inv", RouteName: "stock", Method: "GET", Host: "inv.internal:8443", Path: "/stock/{isbn}",
 		Route: "/stock/{isbn}", Attempt: 2, Status: 503, Duration: 1500 * time.Microsecond, Outcome: observe.OutcomeRetry})
 	o.ObserveAttempt(observe.AttemptEvent{System: "inv", Method: "GET", Host: "inv.internal", Path: "/raw/1",
 		Attempt: 1, Op: observe.OpConnect, Err: errors.New("connection refused"), Outcome: observe.OutcomeRetry})
@@ -68,13 +68,16 @@ func TestAttemptRecordsUseOpenTelemetryNames(t *testing.T) {
 		t.Fatalf("%d records, want 2", len(recs))
 	}
 	want := map[string]any{"msg": MsgAttempt, "level": "INFO", "outbound.system": "inv", "http.request.method": "GET",
-		"server.address": "inv.internal", "server.port": 8443.0, "url.template": "/stock/{isbn}",
+		"server.address": "inv.internal", "server.port": 8443.0, "url.template": "/stock/{isbn}", "outbound.route": "stock",
 		"http.request.resend_count": 1.0, "http.response.status_code": 503.0, "outbound.outcome": "retry",
 		"outbound.duration_ms": 1.5}
 	for k, v := range want {
 		if recs[0][k] != v {
 			t.Errorf("%s = %v, want %v (record %v)", k, recs[0][k], v, recs[0])
 		}
+	}
+	if _, ok := recs[1]["outbound.route"]; ok {
+		t.Errorf("an attempt of no route has outbound.route: %v", recs[1])
 	}
 	for _, k := range []string{"url.path", "error.type", "system", "status", "host"} {
 		if _, ok := recs[0][k]; ok {

@@ -99,6 +99,16 @@ func TestBrowserLiveUpdate(t *testing.T) {
 		call(t, inv, "/stock/1")
 		call(t, pay, "/charges")
 	}
+	// Callers with a deadline: their calls are capped by their budget.
+	for range 3 {
+		bctx, bcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req, _ := http.NewRequestWithContext(bctx, http.MethodGet, "/charges", nil)
+		if resp, err := pay.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+		bcancel()
+	}
 	var held sync.WaitGroup
 	defer held.Wait()
 	defer gate.Release()
@@ -192,7 +202,7 @@ func TestBrowserLiveUpdate(t *testing.T) {
 	if s := inv.Status().Breaker; s != observe.BreakerOpen {
 		t.Fatalf("inventory breaker %s after the storm, want open", s)
 	}
-	call(t, inv, "/stock/1") // refused: shows a breaker rejection
+	call(t, inv, "/stock/1") // refused: shows a breaker rejection, not a failure
 
 	start := time.Now()
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js(breakerOf+`?.textContent === "open"`, "inventory"),
@@ -211,6 +221,7 @@ func TestBrowserLiveUpdate(t *testing.T) {
 		InvRejected string `json:"invRejected"`
 		ShipFlight  string `json:"shipFlight"`
 		InvError    string `json:"invError"`
+		InvSince    string `json:"invSince"`
 		Text        string `json:"text"`
 	}
 	st, err := chromedp.Run(ctx, chromedp.Evaluate[pageState](js(`({
@@ -223,6 +234,7 @@ func TestBrowserLiveUpdate(t *testing.T) {
 		invRejected: document.querySelector('[data-system="inventory"] [data-f="breaker_rejected"]').textContent,
 		shipFlight: document.querySelector('[data-system="shipping"] [data-f="in_flight"]').textContent,
 		invError: document.querySelector('[data-system="inventory"] [data-f="error"]').textContent,
+		invSince: document.querySelector('[data-system="inventory"] [data-f="since"]').textContent,
 		text: document.body.innerText,
 	})`, "inventory")))
 	if err != nil {
@@ -237,8 +249,13 @@ func TestBrowserLiveUpdate(t *testing.T) {
 	if !strings.Contains(st.Summary, "1 open") || !strings.HasPrefix(st.Title, "1 open") {
 		t.Errorf("summary %q, title %q: want 1 open", st.Summary, st.Title)
 	}
-	if st.InvRejected != "1" || st.ShipFlight != "3" || !strings.Contains(st.InvError, "circuit open") {
+	// The last error is the failure that opened the breaker, not the
+	// refusal after it; the badge says when probes go (open for 1h).
+	if st.InvRejected != "1" || st.ShipFlight != "3" || !strings.Contains(st.InvError, "503 Service Unavailable") {
 		t.Errorf("inventory breaker rejections %q, error %q; shipping in flight %q", st.InvRejected, st.InvError, st.ShipFlight)
+	}
+	if !strings.Contains(st.InvSince, "half-open in 59m") && !strings.Contains(st.InvSince, "half-open in 1h") {
+		t.Errorf("inventory since %q, want the time left until half-open", st.InvSince)
 	}
 	if !strings.Contains(st.PayBase, "REDACTED") {
 		t.Errorf("payments base URL %q: want it redacted", st.PayBase)
@@ -247,6 +264,39 @@ func TestBrowserLiveUpdate(t *testing.T) {
 		if strings.Contains(st.Text, secret) {
 			t.Errorf("the page shows %q", secret)
 		}
+	}
+
+	// Calls the open breaker refuses are calls: calls/s, 0 once the
+	// storm has passed, is not 0 while it refuses them.
+	const invRate = `document.querySelector('[data-system="inventory"] [data-f="rate"]').textContent`
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](invRate+` === "0.0"`,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("calls/s never 0.0 after the storm: %v", err)
+	}
+	refusing, stopRefusing := context.WithCancel(context.Background())
+	var refused sync.WaitGroup
+	refused.Go(func() {
+		for refusing.Err() == nil {
+			call(t, inv, "/stock/1")
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`Number(`+invRate+`) > 0`,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second)))
+	stopRefusing()
+	refused.Wait()
+	if err != nil {
+		t.Errorf("calls/s while the breaker refuses calls: never above 0: %v", err)
+	}
+	budget, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(() => {
+		const e = document.querySelector('[data-system="payments"] [data-f="budget_capped"]');
+		return [e.textContent, getComputedStyle(e).fontWeight];
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(budget) != 2 || budget[0] != "3" || budget[1] != "400" {
+		t.Errorf("payments budget capped %q, want 3 in plain weight 400", budget)
 	}
 
 	// Open inventory's configuration: it must stay open across polls
