@@ -62,7 +62,7 @@ var _ = []any{adapters.Degradable, inventory.New, config.Load, configcheck.Main,
 	registrytest.New, registry.FromEnv, statuspage.NewRecorder, prometheus.NewRegistry, slog.Default,
 	io.ReadAll, time.Now}
 
-// TestREADMEGoBlocksCompile compiles every ```go block of README.md, each
+// TestREADMEGoBlocksCompileAndProgramsRun compiles every ```go block of README.md, each
 // as a package of its own, in one `go build` of the examples module (with
 // -race when this test runs with it, so that the dependencies come from
 // the build cache) and GOPROXY=off: nothing is downloaded.
@@ -76,10 +76,11 @@ var _ = []any{adapters.Degradable, inventory.New, config.Load, configcheck.Main,
 // Every block starts with a //line directive, so that a compiler error
 // names README.md and the block's own line.
 //
-// It then runs the first block, the quick start, against a loopback
-// upstream: it must print the upstream's answer, and exit 1 naming the
-// missing BASE_URL when the environment declares nothing.
-func TestREADMEGoBlocksCompile(t *testing.T) {
+// It then runs every complete program (a block that declares func
+// main), each found in [programs] by a line of its own, against a
+// loopback upstream with a bounded time, and checks what it prints and
+// its exit code. A program no entry of programs runs fails the test.
+func TestREADMEGoBlocksCompileAndProgramsRun(t *testing.T) {
 	readme, err := os.ReadFile(readmePath)
 	if err != nil {
 		t.Fatal(err)
@@ -93,12 +94,16 @@ func TestREADMEGoBlocksCompile(t *testing.T) {
 		t.Fatal(err)
 	}
 	pkgs, overlay := make([]string, 0, len(blocks)), map[string]string{}
+	var mains []int // indexes in blocks and pkgs of the programs
 	tmp, wd := t.TempDir(), mustGetwd(t)
 	for _, b := range blocks {
 		src, err := wrap(b, allowed)
 		if err != nil {
 			t.Errorf("README.md:%d: %v", b.line, err)
 			continue
+		}
+		if isMain(src) {
+			mains = append(mains, len(pkgs))
 		}
 		dir := fmt.Sprintf("./internal/readme/line%04d", b.line)
 		file := filepath.Join(tmp, fmt.Sprintf("line%04d.go", b.line))
@@ -117,13 +122,38 @@ func TestREADMEGoBlocksCompile(t *testing.T) {
 	if out, err := goCmd(append([]string{"build", "-overlay", ovl}, pkgs...)...); err != nil {
 		t.Fatalf("the README's Go blocks do not compile (%v); README.md:N is the line in the README:\n%s", err, out)
 	}
-	t.Run("quick start runs", func(t *testing.T) {
-		bin := filepath.Join(tmp, "quickstart")
-		if out, err := goCmd("build", "-overlay", ovl, "-o", bin, pkgs[0]); err != nil {
-			t.Fatalf("building the quick start: %v\n%s", err, out)
+	for _, i := range mains {
+		b := blocks[i]
+		var run []program
+		for _, p := range programs {
+			if strings.Contains(b.code, p.marker) {
+				run = append(run, p)
+			}
 		}
-		quickStart(t, bin)
-	})
+		if len(run) != 1 {
+			t.Errorf("README.md:%d: a program that %d entries of programs run, want 1: add one, with a line of its own as marker", b.line, len(run))
+			continue
+		}
+		t.Run(run[0].name, func(t *testing.T) {
+			bin := filepath.Join(tmp, fmt.Sprintf("line%04d", b.line))
+			if out, err := goCmd("build", "-overlay", ovl, "-o", bin, pkgs[i]); err != nil {
+				t.Fatalf("building README.md:%d: %v\n%s", b.line, err, out)
+			}
+			run[0].run(t, bin)
+		})
+	}
+}
+
+// program runs one of the README's programs: the block that holds marker.
+type program struct {
+	name, marker string
+	run          func(t *testing.T, bin string)
+}
+
+// programs are the README's complete programs, each with what it must do.
+var programs = []program{
+	{"quick start runs", `"stock/42"`, quickStart},
+	{"check-config runs", `"check-config"`, checkConfig},
 }
 
 // block is one ```go block of the README: its text and the README line
@@ -176,7 +206,8 @@ func ownImports() (map[string]string, error) {
 	return m, nil
 }
 
-// wrap returns the Go file that b compiles as (see TestREADMEGoBlocksCompile).
+// wrap returns the Go file that b compiles as (see
+// TestREADMEGoBlocksCompileAndProgramsRun).
 func wrap(b block, allowed map[string]string) (string, error) {
 	directive := fmt.Sprintf("//line README.md:%d:1\n", b.line)
 	fset := token.NewFileSet()
@@ -218,6 +249,12 @@ func allowedPath(allowed map[string]string, path string) bool {
 		}
 	}
 	return false
+}
+
+// isMain reports whether src, a wrapped block, is a program: package main.
+func isMain(src string) bool {
+	f, err := parser.ParseFile(token.NewFileSet(), "", src, parser.PackageClauseOnly)
+	return err == nil && f.Name.Name == "main"
 }
 
 // declaresMain reports whether f declares a function main.
@@ -317,7 +354,7 @@ func quickStart(t *testing.T, bin string) {
 	}))
 	defer up.Close()
 
-	out, code := runClean(t, bin, "INVENTORY_BASE_URL="+up.URL+"/v1")
+	out, code := runClean(t, bin, nil, "INVENTORY_BASE_URL="+up.URL+"/v1")
 	if code != 0 || !strings.Contains(out, "200 OK 7 in stock") {
 		t.Errorf("quick start against a healthy upstream: exit %d, output %q; want 0 and the upstream's answer", code, out)
 	}
@@ -328,22 +365,48 @@ func quickStart(t *testing.T, bin string) {
 	if want := []string{"GET /v1/stock/42"}; !slices.Equal(got, want) {
 		t.Errorf("the upstream got %q, want %q (the path joined to BASE_URL's)", got, want)
 	}
-	out, code = runClean(t, bin)
+	out, code = runClean(t, bin, nil)
 	if code != 1 || !strings.Contains(out, "INVENTORY_BASE_URL (unset): required") {
 		t.Errorf("quick start with nothing set: exit %d, output %q; want 1 naming INVENTORY_BASE_URL", code, out)
 	}
 }
 
-// runClean runs bin with this process's environment less every
-// outbound variable (OUTBOUND_*, INVENTORY_*), plus env, and returns its
-// combined output and exit code.
-func runClean(t *testing.T, bin string, env ...string) (string, int) {
+// checkConfig runs the check-config program: its code defaults (READ 20s,
+// CALL 30s) pass its own check and start its service; a value that breaks
+// the rules against them fails both, naming the variable.
+func checkConfig(t *testing.T, bin string) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer up.Close()
+	base := "PAYMENTS_BASE_URL=" + up.URL
+	out, code := runClean(t, bin, []string{"check-config"}, base)
+	if code != 0 || !strings.Contains(out, "ok   payments ") || !strings.Contains(out, " read=20s call=30s ") ||
+		!strings.Contains(out, "1 system, 0 problems") {
+		t.Errorf("check-config with the code defaults: exit %d, output %q; want 0, read=20s call=30s, no problem", code, out)
+	}
+	if out, code := runClean(t, bin, nil, base); code != 0 {
+		t.Errorf("the service with the code defaults: exit %d, output %q; want 0", code, out)
+	}
+	bad := "PAYMENTS_CALL_TIMEOUT=21s" // < connect 2s + read 20s + 1s
+	out, code = runClean(t, bin, []string{"check-config"}, base, bad)
+	if code != 1 || !strings.Contains(out, "PAYMENTS_CALL_TIMEOUT=21s") {
+		t.Errorf("check-config with %s: exit %d, output %q; want 1 naming PAYMENTS_CALL_TIMEOUT", bad, code, out)
+	}
+	if out, code := runClean(t, bin, nil, base, bad); code != 1 || !strings.Contains(out, "PAYMENTS_CALL_TIMEOUT=21s") {
+		t.Errorf("the service with %s: exit %d, output %q; want 1 naming PAYMENTS_CALL_TIMEOUT", bad, code, out)
+	}
+}
+
+// runClean runs bin with args and this process's environment less every
+// outbound variable (OUTBOUND_*, INVENTORY_*, PAYMENTS_*), plus env, and
+// returns its combined output and exit code. It gives the program a
+// minute.
+func runClean(t *testing.T, bin string, args []string, env ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "OUTBOUND_") && !strings.HasPrefix(kv, "INVENTORY_") {
+		if !strings.HasPrefix(kv, "OUTBOUND_") && !strings.HasPrefix(kv, "INVENTORY_") && !strings.HasPrefix(kv, "PAYMENTS_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
@@ -354,7 +417,7 @@ func runClean(t *testing.T, bin string, env ...string) (string, int) {
 	case errors.As(err, &exit):
 		return string(out), exit.ExitCode()
 	case err != nil:
-		t.Fatalf("running the quick start: %v", err)
+		t.Fatalf("running %s: %v", bin, err)
 	}
 	return string(out), 0
 }

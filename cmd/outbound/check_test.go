@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/config/configcheck"
+	"github.com/outbound-go/outbound/fleet"
 	"github.com/outbound-go/outbound/internal/checkcmd"
+	"github.com/outbound-go/outbound/registry"
 )
 
 var goodEnv = []string{
@@ -356,5 +359,136 @@ func TestCheckWithoutSystemsNamesTheBaseURLsFound(t *testing.T) {
 	want := "outbound check: no system declared: set OUTBOUND_SYSTEMS=inventory or declare config.System{Name: \"inventory\"} in code; found INVENTORY_BASE_URL (or pass --system NAME)\n"
 	if code != exitUsage || out != "" || errOut != want {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and %q", code, out, errOut, want)
+	}
+}
+
+// A URL that has no host and no '@' does not parse (the password stands
+// where url.Parse wants a port): all of it after the scheme is hidden, in
+// the check's report (text and --json), in registry.FromEnv's error and in
+// the fleet's.
+func TestPasswordOfAURLWithoutHostNeverShows(t *testing.T) {
+	const secret = "S3cretPW"
+	for _, tc := range []struct{ baseURL, redisURL string }{
+		{"https://apiuser:" + secret, "redis://default:" + secret},
+		{"https://pay.internal/v1", "rediss://:" + secret},
+	} {
+		cleanEnv(t, "OUTBOUND_SYSTEMS", "payments",
+			"PAYMENTS_BASE_URL", tc.baseURL, "PAYMENTS_BREAKER_SCOPE", "fleet",
+			"OUTBOUND_FLEET_REDIS_URL", tc.redisURL, "OUTBOUND_FLEET_NAMESPACE", "checkout")
+		for _, args := range [][]string{{"check"}, {"check", "--json"}} {
+			code, out, errOut := runOut(t, args...)
+			if code != exitInvalid {
+				t.Errorf("%v: exit %d, want %d\n%s%s", args, code, exitInvalid, out, errOut)
+			}
+			if strings.Contains(out+errOut, secret) {
+				t.Errorf("%v shows the password:\n%s%s", args, out, errOut)
+			}
+			if !strings.Contains(out, "OUTBOUND_FLEET_REDIS_URL") {
+				t.Errorf("%v does not name OUTBOUND_FLEET_REDIS_URL:\n%s", args, out)
+			}
+		}
+		reg, err := registry.FromEnv()
+		if err == nil {
+			reg.Close()
+			t.Fatalf("registry.FromEnv accepted %q and %q", tc.baseURL, tc.redisURL)
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("registry.FromEnv's error shows the password:\n%v", err)
+		}
+		f, err := fleet.New(context.Background(), fleet.Config{RedisURL: tc.redisURL, Namespace: "checkout"})
+		if err == nil {
+			f.Close()
+			t.Fatalf("fleet.New accepted %q", tc.redisURL)
+		}
+		if strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "REDACTED") {
+			t.Errorf("the fleet's error shows the password or no mark: %v", err)
+		}
+	}
+}
+
+// The check and the fleet read OUTBOUND_FLEET_REDIS_URL with one parser:
+// a URL the check passes is one the fleet dials, and one it refuses is
+// refused by the fleet at start with the same problem, reason included.
+func TestCheckAndFleetGiveOneVerdictOnARedisURL(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want string // words of the reason; "": valid
+	}{
+		{"redis://127.0.0.1:1", ""},
+		{"redis://:pw@127.0.0.1:1/3", ""},
+		{"redis://127.0.0.1:1?db=2", ""},
+		{"rediss://127.0.0.1:1?skip_verify=true", ""},
+		{"redis://127.0.0.1:1?cluster=true&addr=127.0.0.1:2", ""},
+		{"rediss://127.0.0.1:1/0?cluster=true&skip_verify=false", ""},
+		{"redis://127.0.0.1:1?Cluster=true", "options are lower case (cluster=)"},
+		{"redis://127.0.0.1:1?foo=bar", "option foo= is unknown"},
+		{"redis://127.0.0.1:1?cluster=true&db=3", "a Redis Cluster has only database 0"},
+		{"redis://127.0.0.1:1/abc", "the path is the database number"},
+		{"redis://127.0.0.1:1?dial_timeout=abc", "option dial_timeout= is the fleet's own"},
+		{"redis://127.0.0.1:1?skip_verify=true", "skip_verify= is for TLS"},
+	} {
+		cleanEnv(t, "OUTBOUND_SYSTEMS", "payments",
+			"PAYMENTS_BASE_URL", "https://pay.internal/v1", "PAYMENTS_BREAKER_SCOPE", "fleet",
+			"OUTBOUND_FLEET_REDIS_URL", tc.url, "OUTBOUND_FLEET_NAMESPACE", "checkout")
+		code, out, errOut := runOut(t, "check")
+		f, err := fleet.New(context.Background(), fleet.Config{RedisURL: tc.url, Namespace: "checkout"})
+		if tc.want == "" {
+			if code != exitOK || err != nil {
+				t.Errorf("%s: check exit %d, fleet %v; want both to accept it\n%s%s", tc.url, code, err, out, errOut)
+			}
+			if f != nil {
+				f.Close()
+			}
+			continue
+		}
+		if f != nil {
+			f.Close()
+		}
+		if code != exitInvalid || err == nil {
+			t.Errorf("%s: check exit %d, fleet %v; want both to refuse it\n%s", tc.url, code, err, out)
+			continue
+		}
+		lines := strings.Split(err.Error(), "\n")
+		problem := strings.TrimSpace(lines[len(lines)-1])
+		if !strings.Contains(problem, tc.want) {
+			t.Errorf("%s: the fleet says %q, want it to say %q", tc.url, problem, tc.want)
+		}
+		if !strings.Contains(out, "\n  "+problem+"\n") {
+			t.Errorf("%s: the check does not report the fleet's problem %q:\n%s", tc.url, problem, out)
+		}
+	}
+}
+
+// A huge value is shown cut, saying how long it was, in every report: the
+// check's text and --json, and registry.FromEnv's error.
+func TestHugeValuesAreShownCut(t *testing.T) {
+	const mib = 1 << 20
+	env := func(n int) []string {
+		return []string{"OUTBOUND_SYSTEMS", "payments",
+			"PAYMENTS_BASE_URL", "https://pay.internal/" + strings.Repeat("a", n-len("https://pay.internal/")),
+			"PAYMENTS_READ_TIMEOUT", strings.Repeat("9", n),
+			"PAYMENTS_CONECT_TIMEOUT", strings.Repeat("1", n)}
+	}
+	for _, args := range [][]string{{"check"}, {"check", "--json"}} {
+		cleanEnv(t, env(30)...)
+		_, small, _ := runOut(t, args...)
+		cleanEnv(t, env(mib)...)
+		code, out, errOut := runOut(t, args...)
+		if code != exitInvalid {
+			t.Errorf("%v: exit %d, want %d", args, code, exitInvalid)
+		}
+		if n := len(out) + len(errOut); n > len(small)+4<<10 {
+			t.Errorf("%v: %d bytes of report for 1 MiB values, %d for 30 bytes; want at most 4 KiB more", args, n, len(small))
+		}
+		if !strings.Contains(out, "(1048576 bytes)") {
+			t.Errorf("%v: the report does not say how long the values were:\n%.2000s", args, out)
+		}
+	}
+	_, err := registry.FromEnv()
+	if err == nil {
+		t.Fatal("registry.FromEnv accepted a 1 MiB READ_TIMEOUT")
+	}
+	if n := len(err.Error()); n > 8<<10 || !strings.Contains(err.Error(), "(1048576 bytes)") {
+		t.Errorf("registry.FromEnv's error is %d bytes, want at most 8 KiB saying how long the value was:\n%.2000s", n, err)
 	}
 }

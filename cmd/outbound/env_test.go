@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outbound-go/outbound/config"
 )
@@ -20,7 +21,10 @@ func TestEnvTable(t *testing.T) {
 	if !regexp.MustCompile(`^NAME +TYPE +DEFAULT +RULE +DESCRIPTION$`).MatchString(lines[0]) {
 		t.Errorf("header = %q", lines[0])
 	}
-	ref := append(config.GlobalReference(), config.Reference(config.System{Name: "inventory"}, config.System{Name: "payments"})...)
+	ref := config.GlobalReference()
+	for _, s := range []config.System{{Name: "inventory"}, {Name: "payments"}} {
+		ref = append(append(ref, config.Reference(s)...), config.RouteReference(s)...)
+	}
 	if len(lines) != 1+len(ref) {
 		t.Fatalf("%d lines, want %d", len(lines), 1+len(ref))
 	}
@@ -64,17 +68,15 @@ func TestEnvDotenvRoundTrip(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	kvs := parseDotenv(t, out)
-	var want []string
+	// Set: the declared systems and what must be filled in; every other
+	// variable is listed at its default, commented out.
+	want := []string{config.SystemsVar}
 	for _, v := range append(config.GlobalReference(), config.Reference(config.System{Name: "payments"}, config.System{Name: "inventory"})...) {
-		if strings.HasPrefix(v.Setting, "Fault") {
-			// Drills: listed commented out, since set they need
-			// OUTBOUND_FAULTS=on.
-			if !strings.Contains(out, "\n# "+v.Name+"=") {
-				t.Errorf("%s is not listed commented out", v.Name)
-			}
-			continue
+		if strings.HasSuffix(v.Name, "_BASE_URL") {
+			want = append(want, v.Name)
+		} else if v.Name != config.SystemsVar && !strings.Contains(out, "\n# "+v.Name+"="+v.Default+"\n") {
+			t.Errorf("%s is not listed at its default, commented out", v.Name)
 		}
-		want = append(want, v.Name)
 	}
 	var got []string
 	for _, kv := range kvs {
@@ -102,6 +104,29 @@ func TestEnvDotenvRoundTrip(t *testing.T) {
 	cleanEnv(t, env[:len(env)-4]...)
 	if code, out, _ := runOut(t, "check"); code != 1 || !strings.HasSuffix(out, "2 systems, 2 problems\n") {
 		t.Errorf("check of the template without BASE_URL: exit %d\n%s", code, out)
+	}
+}
+
+// The dotenv template pins no baseline default: loaded as written, with
+// the BASE_URL filled in, a system keeps the defaults its code declares.
+func TestEnvDotenvKeepsTheCodeDefaults(t *testing.T) {
+	cleanEnv(t, config.SystemsVar, "payments")
+	code, out, errOut := runOut(t, "env", "--format", "dotenv")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	env := map[string]string{}
+	for _, kv := range parseDotenv(t, out) {
+		env[kv[0]] = kv[1]
+	}
+	env["PAYMENTS_BASE_URL"] = "https://pay.internal"
+	code20 := config.System{Name: "payments", Defaults: config.Client{ReadTimeout: 20 * time.Second, CallTimeout: 30 * time.Second}}
+	loaded, err := config.LoadEnv(env, code20)
+	if err != nil {
+		t.Fatalf("the template does not load with the code defaults:\n%v", err)
+	}
+	if c := loaded[0].Client; c.ReadTimeout != 20*time.Second || c.CallTimeout != 30*time.Second {
+		t.Errorf("read %v, call %v: the template overrides the code defaults 20s and 30s", c.ReadTimeout, c.CallTimeout)
 	}
 }
 
@@ -194,7 +219,7 @@ func TestEnvGlobalVariables(t *testing.T) {
 	for _, v := range globals {
 		names = append(names, v.Name)
 	}
-	if want := []string{config.SystemsVar, config.FaultsVar, config.FleetRedisURLVar, config.FleetNamespaceVar}; strings.Join(names, " ") != strings.Join(want, " ") {
+	if want := []string{config.SystemsVar, config.FaultsVar, config.FleetRedisURLVar, config.FleetNamespaceVar, config.FileVar}; strings.Join(names, " ") != strings.Join(want, " ") {
 		t.Fatalf("GlobalReference lists %v, want %v", names, want)
 	}
 	out := map[string]string{}
@@ -231,7 +256,7 @@ func TestEnvGlobalVariables(t *testing.T) {
 			t.Errorf("table: %s row %q, secret %v", v.Name, row, v.Secret)
 		}
 
-		set := v.Name + "=" + v.Default
+		set := "# " + v.Name + "=" + v.Default
 		if v.Name == config.SystemsVar {
 			set = v.Name + "=payments"
 		}

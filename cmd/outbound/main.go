@@ -18,7 +18,8 @@
 //	breaker force a system's breaker open or closed for a while, or
 //	        release it, on a pod (--pod URL of its operator controls,
 //	        statuspage.Controls) or on every pod through the fleet's
-//	        Redis (OUTBOUND_FLEET_*) (flags: --pod URL; --for DURATION)
+//	        Redis (OUTBOUND_FLEET_*) (flags: --pod URL; --token T; --for
+//	        DURATION)
 //	help    print this help
 //
 // Systems are declared in OUTBOUND_SYSTEMS (payments,inventory) and with

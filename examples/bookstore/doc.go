@@ -18,7 +18,7 @@
 // Usage:
 //
 //	INVENTORY_BASE_URL=... PAYMENTS_BASE_URL=... bookstore [--addr :8080] [--shutdown-timeout 10s]
-//	bookstore check-config [--json]
+//	bookstore check-config [--file F] [--json]
 //
 // check-config checks the environment without starting the service: the
 // report and exit codes of `outbound check` (0 valid, 1 invalid, 2

@@ -9,6 +9,7 @@ require (
 	github.com/outbound-go/outbound v0.1.0
 	github.com/stripe/stripe-go/v82 v82.5.1
 	go.uber.org/goleak v1.3.0
+	golang.org/x/oauth2 v0.37.0
 )
 
 require (

@@ -9,6 +9,7 @@
 package checkcmd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -63,9 +64,9 @@ const defaultAbout = "Loads every declared system from the environment and print
 // returns [ExitValid], [ExitInvalid] or [ExitUsage].
 func Run(ctx context.Context, o Options, args []string) int {
 	o.fill()
-	synopsis := "[--json]"
+	synopsis := "[--file F] [--json]"
 	if o.SystemFlag {
-		synopsis = "[--system NAME]... [--json]"
+		synopsis = "[--system NAME]... [--file F] [--json]"
 	}
 	fs := flag.NewFlagSet(o.Name, flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
@@ -78,8 +79,20 @@ func Run(ctx context.Context, o Options, args []string) int {
 		fs.Var(&flagged, "system", "declare system `NAME` in addition to "+config.SystemsVar+" (repeatable, or comma separated)")
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object: {valid, systems: [{name, prefix, ok, vars}], problems, warnings}")
+	file := fs.String("file", "", "check the settings file `F` laid over the environment, as the service reads it (default: "+config.FileVar+")")
 	if code, ok := ParseFlags(fs, args); !ok {
 		return code
+	}
+	// The service reads its settings file over the environment, at start
+	// and on every change: the check reads it the same way.
+	env := o.env()
+	if path := cmp.Or(*file, env[config.FileVar]); path != "" {
+		f, err := config.ReadFile(path)
+		if err != nil {
+			fmt.Fprintf(o.Stderr, "%s: settings file %s: %v\n", o.Name, path, err)
+			return ExitInvalid
+		}
+		o.Env = f.Over(env)
 	}
 	if env := o.env(); len(o.Systems) == 0 && !Declared(flagged, env) {
 		msg := noSystem(env)

@@ -56,9 +56,7 @@ func check(ctx context.Context, o *Options, flagged SystemFlag) *result {
 			r.failed[p.System] = true
 		}
 	}
-	for _, l := range r.loaded {
-		r.warnings = append(r.warnings, l.Warnings()...)
-	}
+	r.warnings = append(r.warnings, config.Warnings(r.loaded)...)
 	r.warnings = append(r.warnings, fleetWarnings(ctx, env)...)
 	return r
 }
@@ -119,7 +117,7 @@ func (r *result) writeText(o *Options) int {
 		fmt.Fprintln(w, marker+l.Summary())
 		if ign := l.Ignored(); len(ign) > 0 {
 			for i, k := range ign {
-				ign[i] = redact.Printable(k)
+				ign[i] = redact.Show(k)
 			}
 			fmt.Fprintf(w, "     not outbound's, ignored: %s\n", strings.Join(ign, ", "))
 		}
