@@ -166,19 +166,33 @@ func writeConfigMap(w io.Writer, name string, names []string, vars []config.Var)
 	}
 	fmt.Fprintf(w, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n", name)
 	system := ""
+	var perRoute []string // a system's route settings, named with <R>
+	flush := func() {
+		if len(perRoute) > 0 {
+			// Not keys: a ConfigMap key cannot hold <R>, and a route is
+			// named before its settings can be set.
+			fmt.Fprintf(w, "  # Per route R of %s_%s: %s (docs/routes.md)\n",
+				config.Prefix(system), config.RoutesSuffix, strings.Join(perRoute, ", "))
+			perRoute = perRoute[:0]
+		}
+	}
 	for _, v := range vars {
 		if v.System != system {
+			flush()
 			system = v.System
 			fmt.Fprintf(w, "  # %s\n", system)
 		}
 		switch {
 		case v.Secret:
+		case strings.Contains(v.Name, "<R>"):
+			perRoute = append(perRoute, v.Name)
 		case v.System == "" && v.Name == systemsVar:
 			fmt.Fprintf(w, "  %s: %s\n", v.Name, yamlQuote(setTo(v, names)))
 		default:
 			fmt.Fprintf(w, "  # %s: %s\n", v.Name, yamlQuote(v.Default))
 		}
 	}
+	flush()
 }
 
 // yamlQuote returns s as a YAML double-quoted scalar. For printable ASCII

@@ -159,10 +159,11 @@ func TestConfigMapIsGenerated(t *testing.T) {
 }
 
 // declared returns every variable the service reads: the registry's
-// (OUTBOUND_*) and each setting of each system.
+// (OUTBOUND_*), each setting of each system and the list of its routes.
 func declared() map[string]config.Var {
 	out := map[string]config.Var{}
-	for _, v := range append(config.GlobalReference(), config.Reference(systems...)...) {
+	vars := append(config.GlobalReference(), config.Reference(systems...)...)
+	for _, v := range append(vars, config.RouteReference(systems...)...) {
 		out[v.Name] = v
 	}
 	return out
