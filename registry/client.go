@@ -42,6 +42,7 @@ type Client struct {
 	certs     *tlsconf.CertSource // the client certificate's source; nil without one
 	bh        *bulkhead.Bulkhead
 	cb        Circuit                        // the breaker stage's state: the system's gobreaker, or its fleet's
+	rule      *breaker.Rule                  // when the system's own gobreaker trips; a change of settings sets it
 	force     force.Override                 // an operator's override of the breaker: its own, or its fleet's
 	toCircuit func(from, to gobreaker.State) // where the gobreaker's changes go when cb reports states; nil: the observers
 	throttle  *throttle.Throttle
@@ -88,7 +89,8 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 	if c.faults != nil && o.logger != nil {
 		o.logger.Warn("outbound fault injection on", "outbound.system", l.Name, "outbound.faults", c.faults.Describe())
 	}
-	c.cb = breaker.New(l.Name, l.Client, c.localChanged)
+	c.rule = breaker.NewRule(l.Client)
+	c.cb = breaker.New(l.Name, l.Client, c.rule, c.localChanged)
 	if l.Client.BreakerScope == "fleet" {
 		if c.cb, err = o.fleetCircuit(l, c.cb); err != nil {
 			return nil, err

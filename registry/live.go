@@ -200,20 +200,24 @@ func (r *Registry) fixed(env map[string]string, loaded []config.Loaded) error {
 
 // liveSettings are the settings a change applies while the service
 // runs (and MAX_CONCURRENT up to what it was at start, RATE_LIMIT and
-// RATE_BURST at scope local); every other one is fixed at start
+// RATE_BURST at RATE_SCOPE=local, the breaker's ratio and minimum at
+// BREAKER_SCOPE=local: its state and counts stay, and its next failure
+// is judged by the new rule); every other one is fixed at start
 // (needsRestart).
 var liveSettings = map[string]bool{
 	"CallTimeout": true, "ReadTimeout": true, "Retries": true, "BackoffBase": true, "BackoffMax": true,
 	"RetryAfterMax": true, "OmitTimeBudget": true, "HedgeDelay": true, "HedgeMax": true, "HedgeDelayMin": true,
 	"HedgeDelayMax": true, "RateLimit": true, "RateBurst": true, "RateMaxWait": true,
+	"BreakerFailureRatio": true, "BreakerMinRequests": true,
 	"FollowRedirects": true, "MaxRedirects": true,
 }
 
 // needsRestart names the variables of l that differ from the settings in
 // force and cannot change while the service runs: connection settings
 // (the pool), an adaptive bulkhead or a MAX_CONCURRENT above the one at
-// start, the breaker's and the retry budget's
-// settings, the scopes, TLS and drills; a READ_TIMEOUT above the one the
+// start, the breaker's window, open timeout and probes (and its ratio and
+// minimum at scope fleet), the retry budget's settings, the scopes, TLS
+// and drills; a READ_TIMEOUT above the one the
 // transport was built with; RATE_LIMIT at RATE_SCOPE=fleet; and, at
 // scope fleet, which routes have a breaker or a limit of their own.
 func (c *Client) needsRestart(l config.Loaded) []string {
@@ -228,6 +232,10 @@ func (c *Client) needsRestart(l config.Loaded) []string {
 		switch v.Setting {
 		case "RateLimit", "RateBurst":
 			live = l.Client.RateScope == "local"
+		case "BreakerFailureRatio", "BreakerMinRequests":
+			// The pod's own breakers take a new rule (breaker.Rule); a
+			// fleet's judges by the one it was given at start.
+			live = l.Client.BreakerScope == "local"
 		case "MaxConcurrent":
 			// A fixed bulkhead's limit moves under its capacity; the pool
 			// keeps the size it was built with.
@@ -283,6 +291,12 @@ func (c *Client) apply(l config.Loaded) {
 		// Only a fleet refuses a route's breaker or limit, and a change
 		// of those at scope fleet needs a restart (needsRestart).
 		return
+	}
+	c.rule.Set(l.Client)
+	for _, r := range ps.routeList() {
+		if r.rule != nil {
+			r.rule.Set(r.cfg)
+		}
 	}
 	c.pol.Store(ps)
 }

@@ -277,6 +277,61 @@ func TestSettingsChangeKeepsTheBreakerAndThePool(t *testing.T) {
 	}
 }
 
+// A change of the breaker's rule keeps its state and counts and judges
+// the next failure by the new rule: 3 failures of a minimum of 10 keep it
+// closed; with the minimum lowered to 4, the fourth failure opens it. The
+// same holds for a route's own breaker.
+func TestSettingsChangeOfTheBreakerRuleKeepsItsCounts(t *testing.T) {
+	t.Parallel()
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	path := filepath.Join(t.TempDir(), "settings")
+	if err := os.WriteFile(path, []byte("PAYMENTS_BREAKER_MIN_REQUESTS=10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL,
+		"PAYMENTS_RETRIES": "0", "PAYMENTS_BREAKER_OPEN_TIMEOUT": "1m",
+		"PAYMENTS_ROUTES": "export", "PAYMENTS_ROUTE_EXPORT_MATCH": "/export/", "PAYMENTS_ROUTE_EXPORT_BREAKER": "own"}, path)
+	c := r.MustClient("payments")
+	call := func(p string) error {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p, nil)
+		resp, err := c.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return err
+	}
+	for range 3 {
+		_ = call("/charges")
+		_ = call("/export/1")
+	}
+	if st := c.Status(); st.Breaker != "closed" || st.BreakerCounts.Failures != 3 {
+		t.Fatalf("after 3 failures of a minimum of 10: %s %+v, want closed with 3 failures", st.Breaker, st.BreakerCounts)
+	}
+	if err := os.WriteFile(path, []byte("PAYMENTS_BREAKER_MIN_REQUESTS=4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	if st := c.Status(); st.Breaker != "closed" || st.BreakerCounts.Failures != 3 {
+		t.Fatalf("after the change: %s %+v, want still closed with the 3 failures kept", st.Breaker, st.BreakerCounts)
+	}
+	_ = call("/charges")
+	if err := call("/charges"); !errors.Is(err, ErrCircuitOpen) {
+		t.Errorf("the system's breaker after a fourth failure with a minimum of 4: %v, want ErrCircuitOpen", err)
+	}
+	_ = call("/export/2")
+	if err := call("/export/3"); !errors.Is(err, ErrCircuitOpen) {
+		t.Errorf("the route's own breaker after a fourth failure with a minimum of 4: %v, want ErrCircuitOpen", err)
+	}
+}
+
 // MAX_CONCURRENT lowered from 8 to 2 under 8 calls in flight fails none
 // of them and admits no ninth, nor any call until fewer than 2 are in
 // flight.

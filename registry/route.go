@@ -37,6 +37,7 @@ type route struct {
 	idempotent bool           // its requests are replayable whatever their method
 	cb         Circuit        // its breaker: its own, or the system's
 	own        bool           // cb is its own
+	rule       *breaker.Rule  // when its own breaker trips; nil without one
 	rate       config.Rate    // its own limit (RATE_LIMIT); zero: none
 	quota      Quota          // its own limit's quota; nil: none
 	chain      callStage      // the call stages of its calls, built once
@@ -287,7 +288,7 @@ func (c *Client) newRoute(l config.Loaded, lr config.LoadedRoute, old *route) (*
 	}
 	if lr.OwnBreaker {
 		if old != nil && old.own && sameBreaker(old.cfg, lr.Client) {
-			r.cb, r.own = old.cb, true
+			r.cb, r.own, r.rule = old.cb, true, old.rule
 		} else if err := c.ownBreaker(l, lr, r); err != nil {
 			return nil, err
 		}
@@ -319,7 +320,8 @@ func (c *Client) ownBreaker(l config.Loaded, lr config.LoadedRoute, r *route) er
 	name := lr.Name
 	report := func(from, to gobreaker.State) { c.routeBreakerChanged(name, from, to) }
 	var toFleet func(from, to gobreaker.State) // set once, before any call
-	own := breaker.New(l.Name+"/"+lr.Name, lr.Client, func(from, to gobreaker.State) {
+	r.rule = breaker.NewRule(lr.Client)
+	own := breaker.New(l.Name+"/"+lr.Name, lr.Client, r.rule, func(from, to gobreaker.State) {
 		if toFleet != nil {
 			toFleet(from, to)
 			return
@@ -345,8 +347,7 @@ func (c *Client) ownBreaker(l config.Loaded, lr config.LoadedRoute, r *route) er
 
 // sameBreaker reports whether a and b build the same breaker.
 func sameBreaker(a, b config.Client) bool {
-	return a.BreakerFailureRatio == b.BreakerFailureRatio && a.BreakerMinRequests == b.BreakerMinRequests &&
-		a.BreakerWindow == b.BreakerWindow && a.BreakerOpenTimeout == b.BreakerOpenTimeout &&
+	return a.BreakerWindow == b.BreakerWindow && a.BreakerOpenTimeout == b.BreakerOpenTimeout &&
 		a.BreakerHalfOpenProbes == b.BreakerHalfOpenProbes
 }
 

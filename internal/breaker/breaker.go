@@ -9,6 +9,7 @@ package breaker
 import (
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/outbound-go/outbound/config"
@@ -20,25 +21,52 @@ import (
 // matches it.
 var ErrOpen = errors.New("outbound: circuit open")
 
-// New returns the system's own breaker: it trips when at least
-// BREAKER_MIN_REQUESTS attempts of its BREAKER_WINDOW (ten buckets) were
-// judged and BREAKER_FAILURE_RATIO of them failed; it lets
+// Rule is when a breaker trips: at least BREAKER_MIN_REQUESTS attempts of
+// its window judged and BREAKER_FAILURE_RATIO of them failed. It may
+// change while the breaker runs ([Rule.Set]): the state and the window's
+// counts stay, and the next failure is judged by the new rule.
+type Rule struct{ p atomic.Pointer[rule] }
+
+type rule struct {
+	min   uint32
+	ratio float64
+}
+
+// NewRule returns the rule of settings c.
+func NewRule(c config.Client) *Rule {
+	r := new(Rule)
+	r.Set(c)
+	return r
+}
+
+// Set makes c's ratio and minimum the rule.
+func (r *Rule) Set(c config.Client) {
+	r.p.Store(&rule{min: uint32(c.BreakerMinRequests), ratio: c.BreakerFailureRatio})
+}
+
+// trips says whether counts n open the breaker.
+func (r *Rule) trips(n gobreaker.Counts) bool {
+	ru := r.p.Load()
+	judged := n.TotalSuccesses + n.TotalFailures
+	return judged >= ru.min && float64(n.TotalFailures) >= ru.ratio*float64(judged)
+}
+
+// New returns the system's own breaker: it trips by rule (nil: c's,
+// fixed) over its BREAKER_WINDOW (ten buckets); it lets
 // BREAKER_HALF_OPEN_PROBES probes through after BREAKER_OPEN_TIMEOUT.
 // onChange (nil: none) hears every change of state; it runs under the
 // breaker's lock.
-func New(name string, c config.Client, onChange func(from, to gobreaker.State)) *gobreaker.CircuitBreaker[*http.Response] {
-	minReq := uint32(c.BreakerMinRequests)
-	ratio := c.BreakerFailureRatio
+func New(name string, c config.Client, rule *Rule, onChange func(from, to gobreaker.State)) *gobreaker.CircuitBreaker[*http.Response] {
+	if rule == nil {
+		rule = NewRule(c)
+	}
 	return gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
 		Name:         name,
 		MaxRequests:  uint32(c.BreakerHalfOpenProbes),
 		Interval:     c.BreakerWindow,
 		BucketPeriod: c.BreakerWindow / 10,
 		Timeout:      c.BreakerOpenTimeout,
-		ReadyToTrip: func(n gobreaker.Counts) bool {
-			judged := n.TotalSuccesses + n.TotalFailures
-			return judged >= minReq && float64(n.TotalFailures) >= ratio*float64(judged)
-		},
+		ReadyToTrip:  rule.trips,
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			if onChange != nil {
 				onChange(from, to)
