@@ -725,7 +725,6 @@ func (f circuitFleet) Quota(system string, _ config.Client, _ Quota) (Quota, err
 // system's stages, which hold it.
 func useCircuit(c *Client, cb Circuit) {
 	c.cb = cb
-	c.inner = c.attemptBase(&options{})
 	ps, err := c.policies(c.pol.Load().l, c.pol.Load().quota, nil)
 	if err != nil {
 		panic(err)

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"crypto/tls"
 	"net/http"
 	"net/url"
 	"sync"
@@ -37,7 +38,7 @@ type Client struct {
 	observers []observe.Observer
 	timed     bool // observers need the time of calls and attempts
 
-	transport *http.Transport
+	tlsConf   *tls.Config         // the TLS of every pool the client builds
 	owner     permit.Owner        // what the calls' permits give back to
 	certs     *tlsconf.CertSource // the client certificate's source; nil without one
 	bh        *bulkhead.Bulkhead
@@ -51,12 +52,12 @@ type Client struct {
 	// pol is what a call reads of the settings: the system's policy and
 	// its routes', one immutable snapshot that a change of settings
 	// replaces whole (live.go). A call loads it once, at its entry.
-	pol   atomic.Pointer[policySet]
-	opts  *options          // the registry's options, for the stages a change rebuilds
-	inner attemptStage      // the innermost stages (fault, transport), built once
-	live  sync.Mutex        // serialises changes of pol
-	entry http.RoundTripper // one call through the whole pipeline, maybe traced
-	outer *http.Client      // HTTPClient()'s template: the whole pipeline per request, never follows itself
+	pol     atomic.Pointer[policySet]
+	opts    *options          // the registry's options, for the stages a change rebuilds
+	live    sync.Mutex        // serialises changes of pol
+	retired []*retiredPool    // pools a change of connection settings replaced, draining; under live
+	entry   http.RoundTripper // one call through the whole pipeline, maybe traced
+	outer   *http.Client      // HTTPClient()'s template: the whole pipeline per request, never follows itself
 
 	stats      counters
 	pausedTill atomic.Int64 // the end of the last pause told to the observers, Unix ns
@@ -78,14 +79,14 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 	c := &Client{
 		name: l.Name, base: base, closed: closed, opts: o,
 		observers: o.observers, timed: len(o.observers) > 0,
-		transport: transport.New(withHeaderTimeout(l), tlsConf), certs: certs,
+		tlsConf: tlsConf, certs: certs,
 		throttle: throttle.New(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),
 		faults:   fault.New(l, o.faultSeed),
 	}
 	if c.bh, err = limit.New(l.Name, l.Client, o.observers); err != nil {
 		return nil, err
 	}
-	c.owner = permit.Owner{Bulkhead: c.bh, Closed: closed, Pool: c.transport, ReadError: c.readError}
+	c.owner = permit.Owner{Bulkhead: c.bh, Closed: closed, Pool: pipelineTransport{c}, ReadError: c.readError}
 	if c.faults != nil && o.logger != nil {
 		o.logger.Warn("outbound fault injection on", "outbound.system", l.Name, "outbound.faults", c.faults.Describe())
 	}
@@ -113,7 +114,6 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 		}
 		quota.ReportPauses(func(until time.Time) { c.paused(until, 0) })
 	}
-	c.inner = c.attemptBase(o)
 	ps, err := c.policies(l, quota, nil)
 	if err != nil {
 		return nil, err
@@ -125,11 +125,34 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 	return c, nil
 }
 
-// attemptBase builds the innermost stages of the system, shared by its
-// routes: the transport (maybe wrapped and traced) and the drills' fault
-// stage.
-func (c *Client) attemptBase(o *options) attemptStage {
-	var rt http.RoundTripper = c.transport
+// pool is a system's transport, with its pool of connections, and the
+// innermost stages over it, shared by the system's routes: the transport
+// (maybe wrapped and traced) and the drills' fault stage. A change of
+// connection settings builds a new one (samePool).
+type pool struct {
+	transport *http.Transport
+	inner     attemptStage
+}
+
+// newPool builds the pool of settings l.
+func (c *Client) newPool(l config.Loaded) *pool {
+	t := transport.New(withHeaderTimeout(l), c.tlsConf)
+	return &pool{transport: t, inner: c.attemptBase(c.opts, t)}
+}
+
+// samePool says whether the calls of settings l can run on p: the
+// settings it was built with (old) connect the same way, and its header
+// timeout is at least l's longest READ_TIMEOUT (a shorter one is cut by
+// readStage).
+func samePool(p *pool, old, l config.Loaded) bool {
+	a, b := old.Client, l.Client
+	return a.ConnectTimeout == b.ConnectTimeout && a.TLSHandshakeTimeout == b.TLSHandshakeTimeout &&
+		a.IdleConnTimeout == b.IdleConnTimeout && headerTimeout(l) <= p.transport.ResponseHeaderTimeout
+}
+
+// attemptBase builds the innermost stages over t.
+func (c *Client) attemptBase(o *options, t *http.Transport) attemptStage {
+	var rt http.RoundTripper = t
 	if o.wrap != nil {
 		rt = o.wrap(c.name, rt)
 	}
@@ -154,9 +177,9 @@ func (c *Client) attemptBase(o *options) attemptStage {
 // whose setting is off is not in the chain. The order is the pipeline's
 // (doc.go): adaptive, redirect, retry, hedge or report, breaker, rate
 // (the route's own, then the system's), read, fault, transport.
-func (c *Client) buildChain(p *route, quota Quota) callStage {
-	s := c.inner
-	if p.cfg.ReadTimeout < c.transport.ResponseHeaderTimeout {
+func (c *Client) buildChain(pl *pool, p *route, quota Quota) callStage {
+	s := pl.inner
+	if p.cfg.ReadTimeout < pl.transport.ResponseHeaderTimeout {
 		s = &readStage{timeout: p.cfg.ReadTimeout, next: s}
 	}
 	if quota != nil {
@@ -288,7 +311,9 @@ func (c *Client) gaveUpOn(req *http.Request, resp *http.Response) bool {
 // CloseIdleConnections closes the system transport's idle connections, so
 // that HTTPClient().CloseIdleConnections() works as with any http.Client:
 // the next request opens a new connection, with a new TLS handshake.
-func (p pipelineTransport) CloseIdleConnections() { p.c.transport.CloseIdleConnections() }
+func (p pipelineTransport) CloseIdleConnections() {
+	p.c.pol.Load().pool.transport.CloseIdleConnections()
+}
 
 // useLastResponse is HTTPClient's CheckRedirect: the pipeline has followed
 // what the policy allows already, so a 3xx that reaches net/http is the

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outbound-go/outbound/config"
@@ -209,16 +211,16 @@ var liveSettings = map[string]bool{
 	"RetryAfterMax": true, "OmitTimeBudget": true, "HedgeDelay": true, "HedgeMax": true, "HedgeDelayMin": true,
 	"HedgeDelayMax": true, "RateLimit": true, "RateBurst": true, "RateMaxWait": true,
 	"BreakerFailureRatio": true, "BreakerMinRequests": true,
+	"ConnectTimeout": true, "TLSHandshakeTimeout": true, "IdleConnTimeout": true,
 	"FollowRedirects": true, "MaxRedirects": true,
 }
 
 // needsRestart names the variables of l that differ from the settings in
-// force and cannot change while the service runs: connection settings
-// (the pool), an adaptive bulkhead or a MAX_CONCURRENT above the one at
+// force and cannot change while the service runs: BASE_URL, the pool's
+// size, an adaptive bulkhead or a MAX_CONCURRENT above the one at
 // start, the breaker's window, open timeout and probes (and its ratio and
 // minimum at scope fleet), the retry budget's settings, the scopes, TLS
-// and drills; a READ_TIMEOUT above the one the
-// transport was built with; RATE_LIMIT at RATE_SCOPE=fleet; and, at
+// and drills; RATE_LIMIT at RATE_SCOPE=fleet; and, at
 // scope fleet, which routes have a breaker or a limit of their own.
 func (c *Client) needsRestart(l config.Loaded) []string {
 	old := c.pol.Load().l
@@ -244,10 +246,6 @@ func (c *Client) needsRestart(l config.Loaded) []string {
 		if !live && was[v.Setting] != v.Value {
 			out = append(out, v.Name)
 		}
-	}
-	if d := headerTimeout(l); d > c.transport.ResponseHeaderTimeout {
-		out = append(out, fmt.Sprintf("%s_READ_TIMEOUT (above %v, the longest at start)", l.Prefix,
-			c.transport.ResponseHeaderTimeout))
 	}
 	own := func(ls config.Loaded) map[string]string {
 		m := map[string]string{}
@@ -299,6 +297,53 @@ func (c *Client) apply(l config.Loaded) {
 		}
 	}
 	c.pol.Store(ps)
+	if ps.pool != old.pool {
+		c.retire(old.pool, longestCall(old.l))
+	}
+}
+
+// retiredPool is a pool that a change of connection settings replaced.
+// Its calls in flight finish on it; its idle connections are closed at
+// once, those of the calls that end later once the longest of them may
+// have (its CALL_TIMEOUT), or at Close.
+type retiredPool struct {
+	transport *http.Transport
+	timer     *time.Timer
+	closed    atomic.Bool // the timer has closed its connections
+}
+
+// retire drains p, whose calls last at most d. c.live is held.
+func (c *Client) retire(p *pool, d time.Duration) {
+	p.transport.CloseIdleConnections()
+	rp := &retiredPool{transport: p.transport}
+	rp.timer = time.AfterFunc(d, func() {
+		rp.transport.CloseIdleConnections()
+		rp.closed.Store(true)
+	})
+	c.retired = slices.DeleteFunc(c.retired, func(rp *retiredPool) bool { return rp.closed.Load() })
+	c.retired = append(c.retired, rp)
+}
+
+// closeIdle closes the idle connections of the client's pool and of the
+// pools it retired.
+func (c *Client) closeIdle() {
+	c.pol.Load().pool.transport.CloseIdleConnections()
+	c.live.Lock()
+	defer c.live.Unlock()
+	for _, rp := range c.retired {
+		rp.timer.Stop()
+		rp.transport.CloseIdleConnections()
+	}
+	c.retired = nil
+}
+
+// longestCall is the longest CALL_TIMEOUT of l's system and routes.
+func longestCall(l config.Loaded) time.Duration {
+	d := l.Client.CallTimeout
+	for _, r := range l.Routes {
+		d = max(d, r.Client.CallTimeout)
+	}
+	return d
 }
 
 // Settings returns the state of the registry's settings file: the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 )
 
@@ -202,9 +203,9 @@ func TestSettingsFixedAtStartNeedARestart(t *testing.T) {
 	r := liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL}, path)
 	for content, want := range map[string]string{
 		"PAYMENTS_RETRIES=2\nPAYMENTS_MAX_CONCURRENT=64\n":                             "PAYMENTS_MAX_CONCURRENT changed: applied only at start",
-		"PAYMENTS_RETRIES=2\nPAYMENTS_CONNECT_TIMEOUT=1s\n":                            "PAYMENTS_CONNECT_TIMEOUT changed: applied only at start",
+		"PAYMENTS_RETRIES=2\nPAYMENTS_BASE_URL=http://127.0.0.1:1\n":                    "PAYMENTS_BASE_URL changed: applied only at start",
+		"PAYMENTS_RETRIES=2\nPAYMENTS_BREAKER_WINDOW=1m\n":                            "PAYMENTS_BREAKER_WINDOW changed: applied only at start",
 		"OUTBOUND_SYSTEMS=payments,inventory\nINVENTORY_BASE_URL=http://127.0.0.1:1\n": "adding or removing a system needs a restart",
-		"PAYMENTS_READ_TIMEOUT=12s\nPAYMENTS_CALL_TIMEOUT=20s\n":                       "PAYMENTS_READ_TIMEOUT (above 10s",
 	} {
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
@@ -329,6 +330,89 @@ func TestSettingsChangeOfTheBreakerRuleKeepsItsCounts(t *testing.T) {
 	_ = call("/export/2")
 	if err := call("/export/3"); !errors.Is(err, ErrCircuitOpen) {
 		t.Errorf("the route's own breaker after a fourth failure with a minimum of 4: %v, want ErrCircuitOpen", err)
+	}
+}
+
+// A change of connection settings (CONNECT_TIMEOUT, a READ_TIMEOUT above
+// the pool's header timeout) builds a new pool: the call in flight
+// finishes on the old one, the next calls open a connection of the new
+// one, and the old pool's connections are closed once its calls are
+// done. A READ_TIMEOUT raised from 1s to 3s lets a 1.5s answer through.
+func TestSettingsChangeOfConnectionSettingsBuildsANewPool(t *testing.T) {
+	t.Parallel()
+	arrived, release := make(chan struct{}), make(chan struct{})
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/held":
+			close(arrived)
+			<-release
+		case "/slow":
+			time.Sleep(1500 * time.Millisecond)
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	path := filepath.Join(t.TempDir(), "settings")
+	write := func(r *Registry, s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if r != nil {
+			if err := r.Reload(); err != nil {
+				t.Fatalf("Reload: %v", err)
+			}
+		}
+	}
+	write(nil, "PAYMENTS_CONNECT_TIMEOUT=500ms\nPAYMENTS_TLS_HANDSHAKE_TIMEOUT=500ms\nPAYMENTS_READ_TIMEOUT=1s\nPAYMENTS_CALL_TIMEOUT=3s\n")
+	r := liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL,
+		"PAYMENTS_RETRIES": "0"}, path)
+	c := r.MustClient("payments")
+	get := func(p string) (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	var timeout *Error
+	if _, err := get("/slow"); !errors.As(err, &timeout) || timeout.Op != observe.OpReadTimeout {
+		t.Fatalf("a 1.5s answer with READ_TIMEOUT 1s: %v, want a read timeout", err)
+	}
+	held := make(chan error, 1)
+	go func() {
+		status, err := get("/held")
+		if err == nil && status != 200 {
+			err = fmt.Errorf("status %d", status)
+		}
+		held <- err
+	}()
+	<-arrived
+	write(r, "PAYMENTS_CONNECT_TIMEOUT=1s\nPAYMENTS_TLS_HANDSHAKE_TIMEOUT=1s\nPAYMENTS_READ_TIMEOUT=3s\nPAYMENTS_CALL_TIMEOUT=5s\n")
+	close(release)
+	if err := <-held; err != nil {
+		t.Errorf("the call in flight across the change: %v, want 200", err)
+	}
+	// The held call's connection went back to the old pool: calls of the
+	// new one cannot take it, and open exactly one of their own.
+	before := up.Conns()
+	for _, p := range []string{"/ok", "/ok", "/slow"} {
+		if status, err := get(p); status != 200 || err != nil {
+			t.Errorf("%s after the change (READ_TIMEOUT 3s): %d %v, want 200", p, status, err)
+		}
+	}
+	if got := up.Conns() - before; got != 1 {
+		t.Errorf("calls after the change opened %d connections, want 1: the new pool's", got)
+	}
+	r.Close()
+	for deadline := time.Now().Add(10 * time.Second); up.OpenConns() > 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still open after Close, want the old pool's and the new one's closed", up.OpenConns())
+		}
 	}
 }
 

@@ -400,7 +400,7 @@ func TestRedirectFollowedAsHTTPClientDoes(t *testing.T) {
 	s := &followServer{}
 	s.Upstream = outboundtest.NewUpstream(t, http.HandlerFunc(s.serve))
 	c := systemsRegistry(t, map[string]map[string]string{"follow": {"BASE_URL": s.URL, "RETRIES": "0"}}).MustClient("follow")
-	raw := &http.Client{Transport: c.transport}
+	raw := &http.Client{Transport: c.pol.Load().pool.transport}
 	type request struct {
 		name, method string
 		body         func() io.Reader

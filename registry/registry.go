@@ -128,7 +128,7 @@ func (r *Registry) Close() error {
 	r.closed.Store(true)
 	r.stopSettings()
 	for _, c := range r.clients {
-		c.transport.CloseIdleConnections()
+		c.closeIdle()
 	}
 	return nil
 }

@@ -229,6 +229,7 @@ type policySet struct {
 	sys    *route              // the system's own policy
 	routes *routeSet           // the system's routes; nil: none
 	quota  Quota               // the system's RATE_LIMIT; nil: none
+	pool   *pool               // the transport its calls are sent on
 	vars   func() []config.Var // the redacted settings, computed on the first Status
 }
 
@@ -238,6 +239,11 @@ type policySet struct {
 // with did not change.
 func (c *Client) policies(l config.Loaded, quota Quota, prev *policySet) (*policySet, error) {
 	ps := &policySet{l: l, quota: quota, vars: sync.OnceValue(l.Vars), sys: &route{cfg: l.Client, cb: c.cb, calls: new(atomic.Uint64)}}
+	if prev != nil && samePool(prev.pool, prev.l, l) {
+		ps.pool = prev.pool
+	} else {
+		ps.pool = c.newPool(l)
+	}
 	if len(l.Routes) > 0 {
 		rs := &routeSet{routes: make([]*route, len(l.Routes)), pats: make([]pattern, len(l.Routes))}
 		if p := strings.Trim(c.base.Path, "/"); p != "" {
@@ -252,9 +258,9 @@ func (c *Client) policies(l config.Loaded, quota Quota, prev *policySet) (*polic
 		}
 		ps.routes = rs
 	}
-	ps.sys.chain = c.buildChain(ps.sys, quota)
+	ps.sys.chain = c.buildChain(ps.pool, ps.sys, quota)
 	for _, r := range ps.routeList() {
-		r.chain = c.buildChain(r, quota)
+		r.chain = c.buildChain(ps.pool, r, quota)
 	}
 	return ps, nil
 }

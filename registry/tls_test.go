@@ -270,7 +270,7 @@ func TestTLSClientCertRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := c.certs
-	t.Cleanup(c.transport.CloseIdleConnections)
+	t.Cleanup(c.closeIdle)
 
 	get := func(step string) string {
 		t.Helper()
