@@ -203,8 +203,8 @@ func TestSettingsFixedAtStartNeedARestart(t *testing.T) {
 	r := liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL}, path)
 	for content, want := range map[string]string{
 		"PAYMENTS_RETRIES=2\nPAYMENTS_MAX_CONCURRENT=64\n":                             "PAYMENTS_MAX_CONCURRENT changed: applied only at start",
-		"PAYMENTS_RETRIES=2\nPAYMENTS_BASE_URL=http://127.0.0.1:1\n":                    "PAYMENTS_BASE_URL changed: applied only at start",
-		"PAYMENTS_RETRIES=2\nPAYMENTS_BREAKER_WINDOW=1m\n":                            "PAYMENTS_BREAKER_WINDOW changed: applied only at start",
+		"PAYMENTS_RETRIES=2\nPAYMENTS_BASE_URL=http://127.0.0.1:1\n":                   "PAYMENTS_BASE_URL changed: applied only at start",
+		"PAYMENTS_RETRIES=2\nPAYMENTS_BREAKER_WINDOW=1m\n":                             "PAYMENTS_BREAKER_WINDOW changed: applied only at start",
 		"OUTBOUND_SYSTEMS=payments,inventory\nINVENTORY_BASE_URL=http://127.0.0.1:1\n": "adding or removing a system needs a restart",
 	} {
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
