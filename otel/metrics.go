@@ -129,6 +129,15 @@ func (m *instruments) observeStatus(o metric.Observer, s *system, st *observe.St
 	o.ObserveInt64(m.retries, int64(st.Retries), base...)
 	o.ObserveInt64(m.hedgesSent, int64(st.HedgesSent), base...)
 	o.ObserveInt64(m.hedgesWon, int64(st.HedgesWon), base...)
+	for _, r := range st.Routes {
+		if !r.OwnBreaker {
+			continue
+		}
+		for _, state := range breakerStates {
+			o.ObserveInt64(m.breaker, b2i(r.Breaker == state), metric.WithAttributes(s.attr, RouteKey.String(r.Name),
+				BreakerStateKey.String(string(state))))
+		}
+	}
 	if st.Fleet != nil {
 		o.ObserveInt64(m.synced, b2i(st.Fleet.Synced), base...)
 	}
@@ -176,14 +185,14 @@ func (i *Instrumentation) ObserveAttempt(e observe.AttemptEvent) {
 }
 
 // ObserveCall implements [observe.Observer]: every call counts in
-// outbound.calls by its outcome, and one that sent an attempt is a
-// record of outbound.call.duration.
+// outbound.calls by its outcome (and its declared route), and one that
+// sent an attempt is a record of outbound.call.duration.
 func (i *Instrumentation) ObserveCall(e observe.CallEvent) {
 	if int(e.Outcome) >= observe.NumOutcomes {
 		return
 	}
 	ctx := context.Background()
-	set := i.system(e.System).outcome[e.Outcome]
+	set := i.system(e.System).callSet(e.RouteName, e.Outcome)
 	i.m.calls.Add(ctx, 1, set.add...)
 	if e.Attempts > 0 {
 		i.m.callDur.Record(ctx, e.Duration.Seconds(), set.rec...)
@@ -194,6 +203,14 @@ func (i *Instrumentation) ObserveCall(e observe.CallEvent) {
 func (i *Instrumentation) ObserveBreaker(system string, from, to observe.BreakerState) {
 	i.m.transitions.Add(context.Background(), 1, metric.WithAttributes(
 		SystemKey.String(system), BreakerFromKey.String(string(from)), BreakerToKey.String(string(to))))
+}
+
+// ObserveRouteBreaker implements [observe.RouteBreakerObserver]: one
+// transition of a route's own breaker (<P>_ROUTE_<R>_BREAKER=own)
+// counted, with outbound.route.
+func (i *Instrumentation) ObserveRouteBreaker(system, route string, from, to observe.BreakerState) {
+	i.m.transitions.Add(context.Background(), 1, metric.WithAttributes(
+		SystemKey.String(system), RouteKey.String(route), BreakerFromKey.String(string(from)), BreakerToKey.String(string(to))))
 }
 
 // ObserveLimit implements [observe.LimitObserver]: one large move of an

@@ -134,12 +134,15 @@ func (i *Instrumentation) Close() error {
 }
 
 // WatchStatus implements [observe.StatusWatcher]: the registry hands over
-// the function that returns its clients' Status, read at every
-// collection.
+// the function that returns its clients' Status, read at once (each
+// system's BASE_URL and routes) and at every collection.
 func (i *Instrumentation) WatchStatus(status func() []observe.Status) {
 	i.mu.Lock()
-	defer i.mu.Unlock()
 	i.status = append(i.status, status)
+	i.mu.Unlock()
+	for _, st := range status() {
+		i.system(st.System).learnStatus(&st)
+	}
 }
 
 // collect is the callback of the instruments read from Status.
@@ -149,7 +152,9 @@ func (i *Instrumentation) collect(_ context.Context, o metric.Observer) error {
 	i.mu.Unlock()
 	for _, status := range watched {
 		for _, st := range status() {
-			i.m.observeStatus(o, i.system(st.System), &st)
+			s := i.system(st.System)
+			s.learnStatus(&st)
+			i.m.observeStatus(o, s, &st)
 		}
 	}
 	return nil
@@ -189,6 +194,10 @@ const (
 	// sent, as the refusal header of HTTPClient says it
 	// ([observe.Op.Reason]): "breaker-open", "bulkhead-full", ...
 	RefusalReasonKey = attribute.Key("outbound.refusal.reason")
+	// RouteKey is the declared route (<P>_ROUTES) a call ran on:
+	// "get-charge". Route names come from configuration, so it is
+	// bounded; a call on no route has none.
+	RouteKey = attribute.Key("outbound.route")
 	// AttemptsKey is the number of attempts a call sent (the call
 	// span's), redirect hops and hedges included.
 	AttemptsKey = attribute.Key("outbound.attempts")

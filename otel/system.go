@@ -25,15 +25,19 @@ type system struct {
 	base    attrSet                      // outbound.system alone
 	outcome [observe.NumOutcomes]attrSet // outbound.system and outbound.outcome
 	breaker [len(breakerStates)]attrSet  // outbound.system and outbound.breaker.state
-	port    atomic.Int32                 // the default port of the system's scheme, learned from its attempts; 0: none yet
+	origin  atomic.Pointer[origin]       // BASE_URL's server; nil until known
+	routes  atomic.Pointer[routeTable]   // the declared routes, for the spans; nil: none
 
-	// requests, attempts and calls map what a record's or a span's
-	// attributes depend on to their resolved set. They are copied on
-	// write under mu: their keys are bounded (methods, hosts, statuses,
-	// ops, routes), so writes stop soon after start.
+	// requests, attempts, calls and routed map what a record's or a
+	// span's attributes depend on to their resolved set. They are
+	// copied on write under mu: their keys are bounded (methods, the
+	// origin or not, statuses, ops, routes), so writes stop soon after
+	// start; attempts is keyed by the host a span names, which a
+	// redirect hop chooses, and stops growing at maxSets.
 	requests atomic.Pointer[map[requestKey]attrSet]
 	attempts atomic.Pointer[map[attemptKey]*attemptSets]
 	calls    atomic.Pointer[map[string][]trace.SpanStartOption]
+	routed   atomic.Pointer[map[routedKey]attrSet]
 	mu       sync.Mutex
 }
 
@@ -74,33 +78,88 @@ func newSystem(name string) *system {
 	s.requests.Store(&map[requestKey]attrSet{})
 	s.attempts.Store(&map[attemptKey]*attemptSets{})
 	s.calls.Store(&map[string][]trace.SpanStartOption{})
+	s.routed.Store(&map[routedKey]attrSet{})
 	return s
+}
+
+// server is server.address and server.port; port 0: none.
+type server struct {
+	address string
+	port    int
+}
+
+// otherServer is the server of the metrics of a request to another
+// origin than BASE_URL's (a redirect hop elsewhere): one value whatever
+// the upstream named, so that no upstream sets the cardinality.
+var otherServer = server{address: "_OTHER"}
+
+// origin is BASE_URL's server, and how request URLs carry it.
+type origin struct {
+	host        string   // as request URLs carry it: "pay.example", "127.0.0.1:8080"
+	server      server   // its port given, or its scheme's default
+	defaultPort int      // the port of a host without one: the scheme's default; 0 unknown
+	base        *url.URL // BASE_URL as Status shows it; nil when learned from a request
+}
+
+func newOrigin(scheme, host string, base *url.URL) *origin {
+	o := &origin{host: host, defaultPort: schemePort(scheme), base: base}
+	o.server.address, o.server.port = splitHost(host, o.defaultPort)
+	return o
+}
+
+// serves reports whether host (host[:port]) is the origin's server.
+func (o *origin) serves(host string) bool {
+	if host == o.host {
+		return true
+	}
+	address, port := splitHost(host, o.defaultPort)
+	return port == o.server.port && strings.EqualFold(address, o.server.address)
+}
+
+// metricServer returns server.address and server.port of the metrics of
+// a request to host: BASE_URL's for its origin, otherServer for any
+// other. A system whose BASE_URL was not read (its registry's Status not
+// handed over) takes the first host it sees as its origin: a call's
+// first hop always goes to BASE_URL's origin (the registry refuses any
+// other), so the first request any call reports went there.
+func (s *system) metricServer(scheme, host string) server {
+	o := s.origin.Load()
+	if o == nil {
+		s.origin.CompareAndSwap(nil, newOrigin(scheme, host, nil))
+		o = s.origin.Load()
+	}
+	if o.serves(host) {
+		return o.server
+	}
+	return otherServer
 }
 
 // requestKey is what the attributes of an attempt's
 // http.client.request.duration record depend on.
 type requestKey struct {
-	method, host, route string
-	status              int
-	op                  observe.Op
+	method, route, routeName string
+	server                   server
+	status                   int // boundedStatus's
+	op                       observe.Op
 }
 
 // requestAttrs returns the attributes of e's record of
-// http.client.request.duration: http.request.method, server.address,
-// server.port, http.response.status_code when there was a response,
-// error.type (the status for a status of 400 or more, else the op that
-// ended the attempt), url.template when the caller gave a route, and
-// outbound.system. The raw path is never one of them.
+// http.client.request.duration: http.request.method, server.address and
+// server.port (BASE_URL's, or "_OTHER" for another origin),
+// http.response.status_code when there was a response (in 100-599),
+// error.type (the status for a status of 400 or more, "_OTHER" for a
+// status out of that range, else the op that ended the attempt),
+// url.template when the call had one, outbound.route on a declared
+// route, and outbound.system. The raw path is never one of them, nor
+// anything an upstream chose.
 func (s *system) requestAttrs(e *observe.AttemptEvent) attrSet {
-	k := requestKey{method: e.Method, host: e.Host, route: e.Route, status: e.Status, op: e.Op}
+	method, _ := knownMethod(e.Method)
+	k := requestKey{method: method, route: e.Route, routeName: e.RouteName, server: s.metricServer("", e.Host),
+		status: boundedStatus(e.Status), op: e.Op}
 	return cached(&s.requests, &s.mu, k, func() attrSet {
-		method, _ := knownMethod(k.method)
-		host, port := s.splitHost(k.host)
-		kvs := make([]attribute.KeyValue, 0, 7)
-		kvs = append(kvs, s.attr, semconv.HTTPRequestMethodKey.String(method), semconv.ServerAddress(host))
-		if port > 0 {
-			kvs = append(kvs, semconv.ServerPort(port))
-		}
+		kvs := make([]attribute.KeyValue, 0, 8)
+		kvs = append(kvs, s.attr, semconv.HTTPRequestMethodKey.String(k.method))
+		kvs = appendServer(kvs, k.server)
 		if k.status > 0 {
 			kvs = append(kvs, semconv.HTTPResponseStatusCode(k.status))
 		}
@@ -110,26 +169,74 @@ func (s *system) requestAttrs(e *observe.AttemptEvent) attrSet {
 		if k.route != "" {
 			kvs = append(kvs, semconv.URLTemplate(k.route))
 		}
+		if k.routeName != "" {
+			kvs = append(kvs, RouteKey.String(k.routeName))
+		}
 		return newAttrSet(kvs...)
+	})
+}
+
+func appendServer(kvs []attribute.KeyValue, srv server) []attribute.KeyValue {
+	kvs = append(kvs, semconv.ServerAddress(srv.address))
+	if srv.port > 0 {
+		kvs = append(kvs, semconv.ServerPort(srv.port))
+	}
+	return kvs
+}
+
+// otherStatus stands for every status outside 100-599 in the metrics:
+// no such status is registered, and an upstream that makes them up must
+// not add series.
+const otherStatus = -1
+
+// boundedStatus is a status as the metrics record it: itself in
+// 100-599, 0 for none, otherStatus for any other.
+func boundedStatus(status int) int {
+	switch {
+	case status == 0 || (status >= 100 && status <= 599):
+		return status
+	}
+	return otherStatus
+}
+
+// routedKey is what the attributes of a call's records on a declared
+// route depend on.
+type routedKey struct {
+	route   string
+	outcome observe.Outcome
+}
+
+// callSet returns the attributes of a call's records (outbound.calls,
+// outbound.call.duration): outbound.system and outbound.outcome, and
+// outbound.route on a declared route.
+func (s *system) callSet(route string, out observe.Outcome) attrSet {
+	if route == "" {
+		return s.outcome[out]
+	}
+	return cached(&s.routed, &s.mu, routedKey{route, out}, func() attrSet {
+		return newAttrSet(s.attr, OutcomeKey.String(out.String()), RouteKey.String(route))
 	})
 }
 
 // attemptKey is what the attributes an attempt's span starts with, and
 // those of http.client.active_requests, depend on.
 type attemptKey struct {
-	method, host string
-	port         int
+	method, scheme, host string
 }
 
-// attemptStart returns the sets an attempt starts with: for
-// http.client.active_requests and at the start of its span,
-// http.request.method, server.address, server.port and outbound.system.
-func (s *system) attemptStart(method, host string, port int) *attemptSets {
-	return cached(&s.attempts, &s.mu, attemptKey{method, host, port}, func() *attemptSets {
-		kvs := []attribute.KeyValue{semconv.HTTPRequestMethodKey.String(method), semconv.ServerAddress(host), semconv.ServerPort(port), s.attr}
+// attemptStart returns the sets an attempt to scheme://host starts
+// with: for http.client.active_requests, http.request.method,
+// server.address and server.port (as metricServer bounds them) and
+// outbound.system; at the start of its span, the same with the server
+// the request goes to.
+func (s *system) attemptStart(method, scheme, host string) *attemptSets {
+	return cached(&s.attempts, &s.mu, attemptKey{method, scheme, host}, func() *attemptSets {
+		address, port := splitHost(host, schemePort(scheme))
+		span := []attribute.KeyValue{semconv.HTTPRequestMethodKey.String(method), semconv.ServerAddress(address), semconv.ServerPort(port), s.attr}
+		metric := appendServer([]attribute.KeyValue{semconv.HTTPRequestMethodKey.String(method), s.attr}, s.metricServer(scheme, host))
 		return &attemptSets{
-			inFlight: newAttrSet(kvs...),
-			start:    []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(kvs...)},
+			inFlight: newAttrSet(metric...),
+			start:    []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(span...)},
 		}
 	})
 }
@@ -170,10 +277,12 @@ func cached[K comparable, V any](m *atomic.Pointer[map[K]V], mu *sync.Mutex, k K
 
 // errorType is error.type for an attempt or a call: the status code for
 // a status of 400 or more (as the semantic conventions say for a client),
-// else the name of the op that ended it without a response ("connect
-// timeout"); "" for a success.
+// "_OTHER" for otherStatus, else the name of the op that ended it
+// without a response ("connect timeout"); "" for a success.
 func errorType(status int, op observe.Op) string {
 	switch {
+	case status == otherStatus:
+		return semconv.ErrorTypeOther.Value.AsString()
 	case status >= 400:
 		return strconv.Itoa(status)
 	case status > 0:
@@ -184,38 +293,28 @@ func errorType(status int, op observe.Op) string {
 	return ""
 }
 
-// urlHostPort returns server.address and server.port of a request's URL:
-// its port, or its scheme's default, which the system learns for the
-// events whose host has no port.
-func (s *system) urlHostPort(u *url.URL) (string, int) {
-	if p := u.Port(); p != "" {
-		n, _ := strconv.Atoi(p)
-		return u.Hostname(), n
-	}
-	port := int32(0)
-	switch u.Scheme {
+// schemePort is the default port of an http or https URL; 0 for another
+// scheme or none.
+func schemePort(scheme string) int {
+	switch scheme {
 	case "https":
-		port = 443
+		return 443
 	case "http":
-		port = 80
+		return 80
 	}
-	if port != 0 && s.port.Load() != port {
-		s.port.Store(port)
-	}
-	return u.Hostname(), int(port)
+	return 0
 }
 
-// splitHost splits an event's host[:port] into server.address and
-// server.port; a host without a port has the system's default (0 when no
-// attempt taught it yet).
-func (s *system) splitHost(hostport string) (string, int) {
+// splitHost splits a URL's host[:port] into server.address and
+// server.port; a host without a port has defaultPort.
+func splitHost(hostport string, defaultPort int) (string, int) {
 	if i := strings.LastIndexByte(hostport, ':'); i > strings.LastIndexByte(hostport, ']') {
 		if host, p, err := net.SplitHostPort(hostport); err == nil {
 			n, _ := strconv.Atoi(p)
 			return host, n
 		}
 	}
-	return strings.Trim(hostport, "[]"), int(s.port.Load())
+	return strings.Trim(hostport, "[]"), defaultPort
 }
 
 // knownMethod returns http.request.method: the method when it is one of

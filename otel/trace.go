@@ -31,8 +31,10 @@ type callKey struct{}
 // call is the state of one traced call, shared by its attempts (hedges
 // run concurrently: the count is atomic).
 type call struct {
-	span trace.Span
-	sent atomic.Int32 // attempts sent so far
+	span     trace.Span
+	route    *routeInfo   // the declared route it runs on; nil: none
+	template string       // url.template: the caller's (observe.WithRoute), else its route's; "": none
+	sent     atomic.Int32 // attempts sent so far
 }
 
 // TraceCall implements [observe.Tracer]: each call of system runs under
@@ -60,19 +62,28 @@ type callTracer struct {
 // RoundTrip runs the call under its span and returns what the pipeline
 // returned, unchanged. A span that records nothing (no SDK, or not
 // sampled) costs the call nothing more: its attempts start from the
-// caller's context.
+// caller's context. A recording span is matched to the declared routes
+// (route.go), and its attempts inherit its route, redirect hops
+// included, as the registry runs a call on one route.
 func (t *callTracer) RoundTrip(req *http.Request) (*http.Response, error) {
 	method, _ := knownMethod(req.Method)
-	route := observe.Route(req.Context())
-	ctx, span := t.i.tracer.Start(req.Context(), spanName(method, route), t.s.callStart(method)...)
+	template := observe.Route(req.Context())
+	ctx, span := t.i.tracer.Start(req.Context(), spanName(method, template), t.s.callStart(method)...)
 	if !span.IsRecording() {
 		span.End()
 		return t.next.RoundTrip(req)
 	}
-	if route != "" {
-		span.SetAttributes(semconv.URLTemplate(route))
+	c := &call{span: span, template: template}
+	if c.route = t.s.routes.Load().match(req); c.route != nil {
+		span.SetAttributes(RouteKey.String(c.route.name))
+		if c.template == "" {
+			c.template = c.route.template
+			span.SetName(spanName(method, c.template))
+		}
 	}
-	c := &call{span: span}
+	if c.template != "" {
+		span.SetAttributes(semconv.URLTemplate(c.template))
+	}
 	resp, err := t.next.RoundTrip(req.WithContext(context.WithValue(ctx, callKey{}, c)))
 	endCall(c, resp, err)
 	return resp, err
@@ -145,12 +156,12 @@ type attemptTracer struct {
 func (t *attemptTracer) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	method, known := knownMethod(req.Method)
-	host, port := t.s.urlHostPort(req.URL)
-	sets := t.s.attemptStart(method, host, port)
-	ctx, span := t.i.tracer.Start(ctx, spanName(method, observe.Route(ctx)), sets.start...)
+	sets := t.s.attemptStart(method, req.URL.Scheme, req.URL.Host)
+	template := observe.Route(ctx)
+	ctx, span := t.i.tracer.Start(ctx, spanName(method, template), sets.start...)
 	out := req
 	if span.IsRecording() {
-		t.recordStart(span, req, known, server{host, port})
+		t.recordStart(span, req, method, known, template)
 		out = req.WithContext(ctx)
 	}
 	if span.SpanContext().IsValid() {
@@ -178,46 +189,59 @@ func (t *attemptTracer) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// server is server.address and server.port of an attempt.
-type server struct {
-	host string
-	port int
-}
-
 // recordStart sets the attributes of a recording attempt span that its
-// start did not have, and those of its call's span that its first attempt
+// start did not have (and its name, on a declared route the caller gave
+// no template for), and those of its call's span that its first attempt
 // gives.
-func (t *attemptTracer) recordStart(span trace.Span, req *http.Request, known bool, srv server) {
+func (t *attemptTracer) recordStart(span trace.Span, req *http.Request, method string, known bool, template string) {
 	var kvs [4]attribute.KeyValue
-	attrs := append(kvs[:0], semconv.URLFull(fullURL(req.URL, observe.Route(req.Context()))))
+	attrs := append(kvs[:0], semconv.URLFull(fullURL(req.URL)))
 	if !known {
 		attrs = append(attrs, semconv.HTTPRequestMethodOriginal(req.Method))
 	}
-	if route := observe.Route(req.Context()); route != "" {
-		attrs = append(attrs, semconv.URLTemplate(route))
+	c, _ := req.Context().Value(callKey{}).(*call)
+	var route *routeInfo
+	if c != nil {
+		route = c.route
+	} else {
+		route = t.s.routes.Load().match(req)
 	}
-	if c, _ := req.Context().Value(callKey{}).(*call); c != nil {
+	if route != nil {
+		attrs = append(attrs, RouteKey.String(route.name))
+		if template == "" {
+			template = route.template
+			span.SetName(spanName(method, template))
+		}
+	}
+	if template != "" {
+		attrs = append(attrs, semconv.URLTemplate(template))
+	}
+	if c != nil {
 		if resend := int(c.sent.Add(1)) - 1; resend > 0 {
 			attrs = append(attrs, semconv.HTTPRequestResendCount(resend))
 		} else {
-			c.span.SetAttributes(semconv.ServerAddress(srv.host), semconv.ServerPort(srv.port))
+			address, port := splitHost(req.URL.Host, schemePort(req.URL.Scheme))
+			c.span.SetAttributes(semconv.ServerAddress(address), semconv.ServerPort(port))
 		}
 	}
 	span.SetAttributes(attrs...)
 }
 
-// fullURL is url.full as the registry's errors show a URL: no userinfo,
-// no token-like query value, and the route in place of the path when the
-// caller gave one, so that identifiers and secrets in paths stay out of
-// the traces as WithRoute promises.
-func fullURL(u *url.URL, route string) string {
-	if route != "" {
-		return u.Scheme + "://" + u.Host + route
-	}
-	if u.User == nil && u.RawQuery == "" {
+// fullURL is url.full: the URL sent, redacted as the semantic
+// conventions ask. No userinfo (net/http sends it as an Authorization
+// header, not in the URL) and no fragment (never sent); query values are
+// REDACTED but for names known to be safe (page, limit, sort, ...), by
+// config.RedactURL's rule, as the registry's errors show them.
+func fullURL(u *url.URL) string {
+	if u.User == nil && u.Fragment == "" && u.RawQuery == "" {
 		return u.String()
 	}
-	return config.RedactURL(u.String())
+	v := *u
+	v.User, v.Fragment, v.RawFragment = nil, "", ""
+	if v.RawQuery == "" {
+		return v.String()
+	}
+	return config.RedactURL(v.String())
 }
 
 // headerCopy is the carrier the propagators write an attempt's context
