@@ -151,9 +151,10 @@ type StatusWatcher interface {
 type routeKey struct{}
 
 // WithRoute labels the calls made with ctx with route, a path template
-// such as "/stock/{isbn}": observers (logs, metrics, traces) see the route
-// instead of the raw path, which keeps identifiers and secrets in paths
-// out of them and keeps label sets small.
+// such as "/stock/{isbn}": logs and metrics see the route instead of the
+// raw path, which keeps identifiers and secrets in paths out of them and
+// keeps label sets small; a span carries it as url.template beside the
+// URL sent (redacted).
 func WithRoute(ctx context.Context, route string) context.Context {
 	return context.WithValue(ctx, routeKey{}, route)
 }

@@ -13,7 +13,10 @@ import (
 
 const (
 	// MaxBytes is the most a drain reads. A longer body costs its
-	// connection instead.
+	// connection instead. From Go 1.27 net/http goes on draining, off the
+	// caller's time, a body this drain left unfinished (one of unknown
+	// length read up to about 512 KiB in all); this drain still ends
+	// before a retry dials and before the call's permit is given back.
 	MaxBytes = 256 << 10
 	// MaxWait is the longest a drain waits for the rest of a body. An
 	// upstream that stalls mid-body costs its connection instead.
@@ -38,7 +41,9 @@ func Close(body io.ReadCloser, length int64, cut func()) error {
 			cut = func() { _ = body.Close() }
 		}
 		t := time.AfterFunc(MaxWait, cut)
-		_, _ = io.CopyN(io.Discard, body, MaxBytes)
+		// One byte more than MaxBytes: a chunked body of exactly
+		// MaxBytes is reused only once its end (io.EOF) is read.
+		_, _ = io.CopyN(io.Discard, body, MaxBytes+1)
 		t.Stop()
 	}
 	return body.Close()

@@ -58,3 +58,30 @@ func TestCloseSkipsLongBody(t *testing.T) {
 		t.Fatalf("left %d bytes of a short body of unknown length", r.Len())
 	}
 }
+
+// eofSeen records whether a read met the end of its body: net/http puts
+// a connection back in its pool only once the body's end is read.
+type eofSeen struct {
+	io.Reader
+	eof bool
+}
+
+func (e *eofSeen) Read(p []byte) (int, error) {
+	n, err := e.Reader.Read(p)
+	if err == io.EOF {
+		e.eof = true
+	}
+	return n, err
+}
+
+func (e *eofSeen) Close() error { return nil }
+
+// A body of unknown length and exactly MaxBytes is read to its end, so
+// that its connection is reused.
+func TestCloseReadsTheEndOfABodyOfMaxBytes(t *testing.T) {
+	b := &eofSeen{Reader: strings.NewReader(strings.Repeat("x", MaxBytes))}
+	_ = Close(b, -1, nil)
+	if !b.eof {
+		t.Fatal("a body of exactly MaxBytes was read without its end: its connection would be lost")
+	}
+}
