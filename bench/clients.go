@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,7 @@ var allClients = []client{
 	{"hand-rolled", setupHandRolled},
 	{"outbound", setupOutbound},
 	{"outbound-omit", setupOutboundOmit},
+	{"outbound-routes", setupOutboundRoutes},
 	{"retryablehttp", setupRetryable},
 	{"failsafe-go", setupFailsafe},
 	{"hystrix-go", setupHystrix},
@@ -112,6 +114,29 @@ func setupOutboundWith(url string, inflight int, omit bool) (func() error, func(
 		"BENCH_MAX_CONCURRENT":   strconv.Itoa(max(poolSize, inflight)),
 		"BENCH_OMIT_TIME_BUDGET": strconv.FormatBool(omit),
 	})
+	if err != nil {
+		return nil, nil, err
+	}
+	call, stop := registryCall(r, url)
+	return call, stop, nil
+}
+
+// setupOutboundRoutes: setupOutbound with ten routes declared, none of
+// which the bench's request matches: every call is matched against all
+// ten and runs on the system's settings, the most a match costs.
+func setupOutboundRoutes(url string, inflight int) (func() error, func(), error) {
+	env := map[string]string{
+		"BENCH_BASE_URL":       url,
+		"BENCH_MAX_CONCURRENT": strconv.Itoa(max(poolSize, inflight)),
+	}
+	var names []string
+	for i := range 10 {
+		name := fmt.Sprintf("op%d", i)
+		names = append(names, name)
+		env[fmt.Sprintf("BENCH_ROUTE_OP%d_MATCH", i)] = fmt.Sprintf("GET /v1/op%d/{id}", i)
+	}
+	env["BENCH_ROUTES"] = strings.Join(names, ",")
+	r, err := benchRegistry(env)
 	if err != nil {
 		return nil, nil, err
 	}
