@@ -24,9 +24,9 @@ func TestForgottenBodyComesBackWhenCallerCancels(t *testing.T) {
 	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "hello")
 	}))
-	c := systemsRegistry(t, map[string]map[string]string{"forgot": {
+	c := loadRegistry(t, systemsEnv(map[string]map[string]string{"forgot": {
 		"BASE_URL": srv.URL, "CALL_TIMEOUT": "1m", "MAX_CONCURRENT": "1", "BULKHEAD_MAX_WAIT": "0",
-	}}).MustClient("forgot")
+	}})).MustClient("forgot")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/x", nil)
@@ -80,7 +80,7 @@ func TestReadAfterCloseByAnotherGoroutineSaysBodyClosed(t *testing.T) {
 // even if the caller never closes it.
 func TestBodylessResponseReleasesPermitAtOnce(t *testing.T) {
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusNoContent})
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL, "INV_MAX_CONCURRENT": "1",
 	})
 	defer r.Close()
@@ -114,7 +114,7 @@ func TestBodylessHTTP2ResponseReleasesPermitAtOnce(t *testing.T) {
 	srv.StartTLS()
 	defer srv.Close()
 	caFile := testutil.WriteFile(t, t.TempDir(), "ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL, "INV_MAX_CONCURRENT": "1", "INV_TLS_CA_FILE": caFile,
 	})
 	defer r.Close()

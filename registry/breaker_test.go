@@ -39,7 +39,7 @@ func resilStatusHandler() http.Handler {
 // error naming the system.
 func TestBreakerStormOpensAfterMinRequests(t *testing.T) {
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "down"})
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":          "inv",
 		"INV_BASE_URL":              srv.URL,
 		"INV_BREAKER_MIN_REQUESTS":  "5",
@@ -118,7 +118,7 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 		gate.ServeHTTP(w, r)
 	}))
 	const openTimeout = 300 * time.Millisecond
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":             "inv",
 		"INV_BASE_URL":                 srv.URL,
 		"INV_BREAKER_MIN_REQUESTS":     "2",
@@ -148,7 +148,7 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 	waitHalfOpen := func() time.Duration {
 		t.Helper()
 		start := time.Now()
-		resilEventually(t, 20*openTimeout+5*time.Second, "breaker half-open", func() bool {
+		testutil.Eventually(t, 20*openTimeout+5*time.Second, "breaker half-open", func() bool {
 			return c.Status().Breaker == observe.BreakerHalfOpen
 		})
 		return time.Since(start)
@@ -220,7 +220,7 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 	gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	srv := outboundtest.NewUpstream(t, gate)
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":          "inv",
 		"INV_BASE_URL":              srv.URL,
 		"INV_BREAKER_MIN_REQUESTS":  "5",
@@ -236,7 +236,7 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 	excluded := 0
 	waitGateEmpty := func() {
 		t.Helper()
-		resilEventually(t, resilBound, "gate empty", func() bool { return gate.Waiting() == 0 })
+		testutil.Eventually(t, resilBound, "gate empty", func() bool { return gate.Waiting() == 0 })
 	}
 	// Three rounds cancelled by the caller.
 	for round := 1; round <= 3; round++ {
@@ -307,7 +307,7 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 // successes. 408, 429 and 5xx count as failures.
 func TestBreakerStatusClassification(t *testing.T) {
 	srv := outboundtest.NewUpstream(t, resilStatusHandler())
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":         "inv",
 		"INV_BASE_URL":             srv.URL,
 		"INV_BREAKER_MIN_REQUESTS": "100000",
@@ -354,7 +354,7 @@ func TestBreakerStatusClassification(t *testing.T) {
 func TestBreakerCountsAttempts(t *testing.T) {
 	t.Run("three attempts counted", func(t *testing.T) {
 		srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "down"})
-		r := resilRegistry(t, map[string]string{
+		r := loadRegistry(t, map[string]string{
 			"OUTBOUND_SYSTEMS":         "inv",
 			"INV_BASE_URL":             srv.URL,
 			"INV_BREAKER_MIN_REQUESTS": "100000",
@@ -381,7 +381,7 @@ func TestBreakerCountsAttempts(t *testing.T) {
 	})
 	t.Run("one call opens the breaker", func(t *testing.T) {
 		srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "down"})
-		r := resilRegistry(t, map[string]string{
+		r := loadRegistry(t, map[string]string{
 			"OUTBOUND_SYSTEMS":         "inv",
 			"INV_BASE_URL":             srv.URL,
 			"INV_BREAKER_MIN_REQUESTS": "2",
@@ -653,7 +653,7 @@ func TestCircuitSeamTakesTheBreakersPlace(t *testing.T) {
 // the caller's bug: it is not retried and does not open the breaker.
 func TestBadRequestNeitherRetriedNorCountedByBreaker(t *testing.T) {
 	srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":         "inv",
 		"INV_BASE_URL":             srv.URL,
 		"INV_BREAKER_MIN_REQUESTS": "2",
@@ -685,7 +685,7 @@ func TestBadRequestNeitherRetriedNorCountedByBreaker(t *testing.T) {
 // the breaker opens, so later calls fail fast instead of each waiting.
 func TestBreakerOpensWhenBudgetsCutAHungUpstream(t *testing.T) {
 	srv := outboundtest.NewUpstream(t, outboundtest.NewHang(nil))
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":          "inv",
 		"INV_BASE_URL":              srv.URL,
 		"INV_BREAKER_MIN_REQUESTS":  "3",

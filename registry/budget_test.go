@@ -240,14 +240,7 @@ func TestBudgetPropagatesThroughMiddleware(t *testing.T) {
 		fmt.Fprintf(w, "a+%s", body)
 	})))
 
-	t.Setenv("OUTBOUND_SYSTEMS", "svc-a,svc-b")
-	t.Setenv("SVC_A_BASE_URL", a.URL)
-	t.Setenv("SVC_B_BASE_URL", b.URL)
-	r, err := FromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := loadRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "svc-a,svc-b", "SVC_A_BASE_URL": a.URL, "SVC_B_BASE_URL": b.URL})
 	callB = r.MustClient("svc-b")
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -290,7 +283,7 @@ func TestTimeBudgetOnEveryAttemptUnlessOmitted(t *testing.T) {
 		if omit {
 			env["INV_OMIT_TIME_BUDGET"] = "true"
 		}
-		r := resilRegistry(t, env)
+		r := loadRegistry(t, env)
 		res := resilGet(r.MustClient("inv"), "/x", resilBound)
 		r.Close()
 		if res.err != nil || res.status != 200 {

@@ -45,7 +45,7 @@ func resilWantFull(t *testing.T, res resilResult, system string) {
 func TestBulkheadRejectsBeyondCapacity(t *testing.T) {
 	gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	srv := outboundtest.NewUpstream(t, gate)
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":      "inv",
 		"INV_BASE_URL":          srv.URL,
 		"INV_MAX_CONCURRENT":    "5",
@@ -91,7 +91,7 @@ func TestBulkheadRejectsBeyondCapacity(t *testing.T) {
 	if got := srv.MaxInFlight(); got > capacity {
 		t.Fatalf("server max active = %d, want <= %d", got, capacity)
 	}
-	resilEventually(t, resilBound, "in flight back to 0", func() bool { return c.Status().InFlight == 0 })
+	testutil.Eventually(t, resilBound, "in flight back to 0", func() bool { return c.Status().InFlight == 0 })
 	st = c.Status()
 	if st.Calls != capacity || st.OK != capacity {
 		t.Fatalf("status calls %d, ok %d; want %d, %d", st.Calls, st.OK, capacity, capacity)
@@ -105,7 +105,7 @@ func TestBulkheadWaitsForPermit(t *testing.T) {
 	t.Run("waiters get through", func(t *testing.T) {
 		gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 		srv := outboundtest.NewUpstream(t, gate)
-		r := resilRegistry(t, map[string]string{
+		r := loadRegistry(t, map[string]string{
 			"OUTBOUND_SYSTEMS":      "inv",
 			"INV_BASE_URL":          srv.URL,
 			"INV_MAX_CONCURRENT":    "2",
@@ -150,7 +150,7 @@ func TestBulkheadWaitsForPermit(t *testing.T) {
 		gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 		srv := outboundtest.NewUpstream(t, gate)
 		const maxWait = 200 * time.Millisecond
-		r := resilRegistry(t, map[string]string{
+		r := loadRegistry(t, map[string]string{
 			"OUTBOUND_SYSTEMS":      "inv",
 			"INV_BASE_URL":          srv.URL,
 			"INV_MAX_CONCURRENT":    "1",
@@ -195,7 +195,7 @@ func TestBulkheadWaitsForPermit(t *testing.T) {
 func TestBulkheadForgottenBodyReleasedAtDeadline(t *testing.T) {
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusOK, Body: "hello"})
 	const callTimeout = 1700 * time.Millisecond
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":          "inv",
 		"INV_BASE_URL":              srv.URL,
 		"INV_CONNECT_TIMEOUT":       "100ms",
@@ -218,7 +218,7 @@ func TestBulkheadForgottenBodyReleasedAtDeadline(t *testing.T) {
 	}
 	resilWantFull(t, resilGet(c, "/x", resilBound), "inv")
 
-	resilEventually(t, callTimeout+5*time.Second, "forgotten permit released", func() bool {
+	testutil.Eventually(t, callTimeout+5*time.Second, "forgotten permit released", func() bool {
 		return c.Status().InFlight == 0
 	})
 	held := time.Since(start)
@@ -259,7 +259,7 @@ func TestBulkheadPermitReleasedOnce(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 			srv := outboundtest.NewUpstream(t, resilGateMux(gate))
-			r := resilRegistry(t, map[string]string{
+			r := loadRegistry(t, map[string]string{
 				"OUTBOUND_SYSTEMS":      "inv",
 				"INV_BASE_URL":          srv.URL,
 				"INV_MAX_CONCURRENT":    "2",
@@ -345,7 +345,7 @@ func TestBulkheadWaitCountsAgainstCallTimeout(t *testing.T) {
 	mux.Handle("/hold", outboundtest.Trickle(time.Hour)) // headers, then a body that never ends
 	mux.Handle("/hang", outboundtest.NewHang(nil))
 	srv := outboundtest.NewUpstream(t, mux)
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL,
 		"INV_MAX_CONCURRENT": "1", "INV_BULKHEAD_MAX_WAIT": "3s", "INV_RETRIES": "0",
 		"INV_CONNECT_TIMEOUT": "100ms", "INV_TLS_HANDSHAKE_TIMEOUT": "100ms",

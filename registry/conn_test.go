@@ -39,7 +39,7 @@ func TestConnReuseSequentialWithDrainedRetries(t *testing.T) {
 			outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	}
 	srv := testutil.Script(t, steps...)
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":         "inv",
 		"INV_BASE_URL":             srv.URL,
 		"INV_RETRIES":              "1",
@@ -76,7 +76,7 @@ func TestConnPoolBoundedByMaxConcurrent(t *testing.T) {
 	gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	srv := outboundtest.NewUpstream(t, gate)
 	const workers, perWorker = 20, 5
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":   "inv",
 		"INV_BASE_URL":       srv.URL,
 		"INV_MAX_CONCURRENT": "20",
@@ -127,7 +127,7 @@ func TestConnBodyClosedUnread(t *testing.T) {
 	for _, size := range []int{2, testutil.LargeBodySize} {
 		t.Run(strconv.Itoa(size)+"B", func(t *testing.T) {
 			srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusOK, Body: strings.Repeat("b", size)})
-			r := resilRegistry(t, map[string]string{
+			r := loadRegistry(t, map[string]string{
 				"OUTBOUND_SYSTEMS": "inv",
 				"INV_BASE_URL":     srv.URL,
 			})
@@ -167,7 +167,7 @@ func TestConnBodyClosedUnread(t *testing.T) {
 			// The upstream's own count, not the process's descriptors,
 			// which other tests' late closes move.
 			_ = r.Close()
-			resilEventually(t, resilBound, "connections closed", func() bool { return srv.OpenConns() == 0 })
+			testutil.Eventually(t, resilBound, "connections closed", func() bool { return srv.OpenConns() == 0 })
 			t.Logf("descriptors: %d before, %d after Close", fdsBefore, testutil.CheckFDs(t))
 		})
 	}
@@ -177,7 +177,7 @@ func TestConnBodyClosedUnread(t *testing.T) {
 // requests through it use one connection.
 func TestConnReuseHTTPClient(t *testing.T) {
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "inv",
 		"INV_BASE_URL":     srv.URL,
 	})
@@ -245,7 +245,7 @@ func TestConnKeptWhenChunkedBodyClosedUnread(t *testing.T) {
 // A small body closed unread is drained, so its connection is reused.
 func TestConnKeptWhenSmallBodyClosedUnread(t *testing.T) {
 	srv := outboundtest.NewUpstream(t, outboundtest.NewScript(outboundtest.Reply{Body: strings.Repeat("x", 2048)}))
-	r := resilRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL})
+	r := loadRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL})
 	defer r.Close()
 	c := r.MustClient("inv")
 	for i := range 20 {

@@ -76,7 +76,7 @@ func TestCloseDoesNotWaitOnAStalledBody(t *testing.T) {
 		w.(http.Flusher).Flush()
 		outboundtest.Wait(r, time.Hour) // stalls until the client goes away
 	}))
-	r := resilRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL, "INV_CALL_TIMEOUT": "15s"})
+	r := loadRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL, "INV_CALL_TIMEOUT": "15s"})
 	defer r.Close()
 	c := r.MustClient("inv")
 	ctx, cancel := context.WithTimeout(context.Background(), resilBound)

@@ -125,7 +125,7 @@ func TestErrorsHideSecretsOfBaseURLAndLocation(t *testing.T) {
 // only the password).
 func TestErrorsHideUserNameAndQueryTokens(t *testing.T) {
 	addr := testutil.RefusedAddr(t)
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "inv",
 		"INV_BASE_URL":     "http://tok3n@" + addr + "/v1?api_key=SECRET1",
 		"INV_RETRIES":      "0",

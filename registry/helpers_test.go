@@ -3,9 +3,10 @@ package registry
 // The helpers that the package's test files share; a helper that only
 // one file needs stays in that file.
 //
-// Registries: resilRegistry, tbrClient and systemsRegistry declare their
-// systems through the process environment (t.Setenv: their tests cannot
-// run in parallel); loadRegistry takes a map, for tests that do.
+// Registries: loadRegistry is the one builder, from an environment map
+// (never the process environment, so that tests run in parallel);
+// tbrClient, payEnv and systemsEnv shape the map for the usual systems.
+// Waits: testutil.Eventually.
 // Calls: resilGet and its kin return a resilResult, the body read and
 // closed; tbrGet and sendRead make one call under the caller's ctx.
 
@@ -29,20 +30,6 @@ import (
 // resilBound bounds every call that is expected to complete; calls expected
 // to fail on a deadline use much shorter, explicit bounds.
 const resilBound = 10 * time.Second
-
-// resilRegistry sets env for the test and builds a registry from it. The
-// caller must defer r.Close().
-func resilRegistry(t *testing.T, env map[string]string) *Registry {
-	t.Helper()
-	for k, v := range env {
-		t.Setenv(k, v)
-	}
-	r, err := FromEnv()
-	if err != nil {
-		t.Fatalf("FromEnv: %v", err)
-	}
-	return r
-}
 
 // resilResult is the outcome of one call: the status and whole body of the
 // response, or the call's error.
@@ -111,19 +98,6 @@ func resilRecv(t *testing.T, ch <-chan resilResult, d time.Duration) resilResult
 	}
 }
 
-// resilEventually polls cond every 5ms until it holds, failing the test if
-// it does not within d.
-func resilEventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // resilWaitParked waits, at most resilBound, until n requests are parked
 // at g.
 func resilWaitParked(t *testing.T, g *outboundtest.Hang, n int) {
@@ -166,28 +140,16 @@ func resilOpen(t *testing.T, c *Client, path string) *http.Response {
 // tbrSystem is the system that tbrClient declares and tbrError expects.
 const tbrSystem = "inv"
 
-// tbrClient declares the system "inv" through the environment (t.Setenv:
-// OUTBOUND_SYSTEMS, INV_BASE_URL and INV_<key> for each entry of env),
-// builds a registry with registry.FromEnvWith and returns the system's
-// client. The registry is closed in t.Cleanup, which runs before the
-// cleanups of servers created earlier in the test.
+// tbrClient declares the system "inv" at baseURL (INV_<key> for each
+// entry of env), builds a registry with loadRegistry and returns the
+// system's client.
 func tbrClient(t *testing.T, baseURL string, env map[string]string, opts ...Option) *Client {
 	t.Helper()
-	t.Setenv("OUTBOUND_SYSTEMS", tbrSystem)
-	t.Setenv("INV_BASE_URL", baseURL)
+	full := map[string]string{"OUTBOUND_SYSTEMS": tbrSystem, "INV_BASE_URL": baseURL}
 	for k, v := range env {
-		t.Setenv("INV_"+k, v)
+		full["INV_"+k] = v
 	}
-	r, err := FromEnvWith(nil, opts...)
-	if err != nil {
-		t.Fatalf("FromEnvWith: %v", err)
-	}
-	t.Cleanup(func() { _ = r.Close() })
-	c, err := r.Client(tbrSystem)
-	if err != nil {
-		t.Fatalf("Client(%q): %v", tbrSystem, err)
-	}
-	return c
+	return loadRegistry(t, full, opts...).MustClient(tbrSystem)
 }
 
 // tbrGet sends GET path through c.Do under ctx and reports how long Do
@@ -293,12 +255,12 @@ func holdPermit(t *testing.T, c *Client, gate *outboundtest.Hang) <-chan error {
 	return held
 }
 
-// systemsRegistry declares the systems of envs (name -> suffix -> value)
-// through the environment, builds a registry from it and closes it in
-// t.Cleanup. Calls fail fast: no retries, short timeouts.
-func systemsRegistry(t *testing.T, envs map[string]map[string]string) *Registry {
-	t.Helper()
+// systemsEnv is the environment of the systems of envs (name -> suffix
+// -> value), declared in OUTBOUND_SYSTEMS. Calls fail fast: no retries,
+// short timeouts, unless envs says otherwise.
+func systemsEnv(envs map[string]map[string]string) map[string]string {
 	names := make([]string, 0, len(envs))
+	full := map[string]string{}
 	for name, env := range envs {
 		names = append(names, name)
 		p := config.Prefix(name)
@@ -307,16 +269,11 @@ func systemsRegistry(t *testing.T, envs map[string]map[string]string) *Registry 
 			base[k] = v
 		}
 		for k, v := range base {
-			t.Setenv(p+"_"+k, v)
+			full[p+"_"+k] = v
 		}
 	}
-	t.Setenv("OUTBOUND_SYSTEMS", strings.Join(names, ","))
-	r, err := FromEnv()
-	if err != nil {
-		t.Fatalf("FromEnv: %v", err)
-	}
-	t.Cleanup(func() { _ = r.Close() })
-	return r
+	full["OUTBOUND_SYSTEMS"] = strings.Join(names, ",")
+	return full
 }
 
 // loadRegistry builds a registry from env (config.LoadEnv, never the

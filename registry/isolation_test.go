@@ -30,7 +30,7 @@ func TestIsolationBetweenSystems(t *testing.T) {
 	srvA := outboundtest.NewUpstream(t, gateA)
 	srvB := testutil.Script(t, outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	const capA = 4
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":            "alpha,beta",
 		"ALPHA_BASE_URL":              srvA.URL,
 		"ALPHA_MAX_CONCURRENT":        "4",

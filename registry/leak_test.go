@@ -133,7 +133,7 @@ func TestLeaksAfterFailingCalls(t *testing.T) {
 			env[k] = v
 		}
 	}
-	r := resilRegistry(t, env)
+	r := loadRegistry(t, env)
 	defer r.Close()
 
 	// Every server and listener is up and the registry is built: what is

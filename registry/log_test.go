@@ -68,23 +68,12 @@ func TestLoggerScriptedSequence(t *testing.T) {
 	srv := outboundtest.NewUpstream(t, mux)
 
 	const user, pass, token = "alice", "s3cr3tpw", "t0ps3cr3tt0k"
-	t.Setenv("OUTBOUND_SYSTEMS", "inv")
-	t.Setenv("INV_BASE_URL", "http://"+user+":"+pass+"@"+srv.Addr()+"/base?token="+token)
-	t.Setenv("INV_MAX_CONCURRENT", "1")
-	t.Setenv("INV_RETRIES", "1")
-	t.Setenv("INV_BACKOFF_BASE", "1ms")
-	t.Setenv("INV_BACKOFF_MAX", "2ms")
-	t.Setenv("INV_BREAKER_MIN_REQUESTS", "4")
-	t.Setenv("INV_BREAKER_OPEN_TIMEOUT", "1h")
-
 	var buf lockedBuffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r, err := FromEnvWith(nil, WithLogger(logger))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	c := r.MustClient("inv")
+	c := tbrClient(t, "http://"+user+":"+pass+"@"+srv.Addr()+"/base?token="+token, map[string]string{
+		"MAX_CONCURRENT": "1", "RETRIES": "1", "BACKOFF_BASE": "1ms", "BACKOFF_MAX": "2ms",
+		"BREAKER_MIN_REQUESTS": "4", "BREAKER_OPEN_TIMEOUT": "1h",
+	}, WithLogger(logger))
 
 	// 1. A success.
 	if st, err := logTestGet(t, c, "/ok"); err != nil || st != http.StatusOK {
@@ -214,23 +203,12 @@ func TestLoggerScriptedSequence(t *testing.T) {
 // TestLoggerDefaultDiscards checks that without WithLogger a registry has
 // no log observer: logging costs nothing by default.
 func TestLoggerDefaultDiscards(t *testing.T) {
-	t.Setenv("OUTBOUND_SYSTEMS", "inv")
-	t.Setenv("INV_BASE_URL", "http://127.0.0.1:1")
-	r, err := FromEnvWith(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if obs := r.MustClient("inv").observers; len(obs) != 0 {
+	env := map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": "http://127.0.0.1:1"}
+	if obs := loadRegistry(t, env).MustClient("inv").observers; len(obs) != 0 {
 		t.Fatalf("observers without a logger: %v", obs)
 	}
 
-	r2, err := FromEnvWith(nil, WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2.Close()
-	if obs := r2.MustClient("inv").observers; len(obs) != 1 {
+	if obs := loadRegistry(t, env, WithLogger(slog.New(slog.DiscardHandler))).MustClient("inv").observers; len(obs) != 1 {
 		t.Fatalf("observers with a logger: %v, want the log observer", obs)
 	}
 }

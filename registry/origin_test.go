@@ -64,7 +64,7 @@ func TestOtherOriginRefusedBeforeAnyIO(t *testing.T) {
 // before any I/O; ".." that stays inside is sent.
 func TestPathEscapingBaseRefusedBeforeAnyIO(t *testing.T) {
 	srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
-	r := resilRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL + "/v1"})
+	r := loadRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL + "/v1"})
 	defer r.Close()
 	c := r.MustClient("inv")
 	for _, p := range []string{"/stock/../../admin", "../x", "a/../../b", "/..;/admin", `/..\admin`} {
@@ -84,7 +84,7 @@ func TestPathEscapingBaseRefusedBeforeAnyIO(t *testing.T) {
 // HTTPClient() sends BASE_URL's userinfo as Basic auth, as Do does.
 func TestHTTPClientSendsBaseURLUserinfoAsBasicAuth(t *testing.T) {
 	srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
-	r := resilRegistry(t, map[string]string{
+	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "inv",
 		"INV_BASE_URL":     strings.Replace(srv.URL, "http://", "http://alice:s3cret@", 1),
 	})

@@ -142,7 +142,7 @@ func redirClient(t *testing.T, a *redirServer, env map[string]string) *Client {
 	for k, v := range env {
 		e[k] = v
 	}
-	return systemsRegistry(t, map[string]map[string]string{"redir": e}).MustClient("redir")
+	return loadRegistry(t, systemsEnv(map[string]map[string]string{"redir": e})).MustClient("redir")
 }
 
 // TestRedirectDefault: the baseline follows at most 3 redirects and only
@@ -396,10 +396,9 @@ type onlyReader struct{ io.Reader }
 // GetBody and a 3xx without Location returned as they are. Every hop the
 // server sees through Do is the hop it sees through a plain http.Client.
 func TestRedirectFollowedAsHTTPClientDoes(t *testing.T) {
-	// Not parallel: systemsRegistry sets the environment.
 	s := &followServer{}
 	s.Upstream = outboundtest.NewUpstream(t, http.HandlerFunc(s.serve))
-	c := systemsRegistry(t, map[string]map[string]string{"follow": {"BASE_URL": s.URL, "RETRIES": "0"}}).MustClient("follow")
+	c := loadRegistry(t, systemsEnv(map[string]map[string]string{"follow": {"BASE_URL": s.URL, "RETRIES": "0"}})).MustClient("follow")
 	raw := &http.Client{Transport: c.pol.Load().pool.transport}
 	type request struct {
 		name, method string
@@ -462,7 +461,7 @@ func TestRedirectFollowedAsHTTPClientDoes(t *testing.T) {
 func TestRedirectWithBadLocationIsATransportError(t *testing.T) {
 	s := &followServer{}
 	s.Upstream = outboundtest.NewUpstream(t, http.HandlerFunc(s.serve))
-	c := systemsRegistry(t, map[string]map[string]string{"follow": {"BASE_URL": s.URL, "RETRIES": "0"}}).MustClient("follow")
+	c := loadRegistry(t, systemsEnv(map[string]map[string]string{"follow": {"BASE_URL": s.URL, "RETRIES": "0"}})).MustClient("follow")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/badloc", nil)

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/bulkhead"
+	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
@@ -152,20 +153,21 @@ func TestSoak(t *testing.T) {
 		"soak-c": {"BASE_URL": srvC.URL, "TLS_CA_FILE": caFile, "TLS_CA_ONLY": "true", "TLS_MIN_VERSION": "1.3"},
 	}
 	names := []string{"soak-a", "soak-b", "soak-c"}
-	for name, env := range systems {
-		p := strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+	for _, env := range systems {
 		for k, v := range common {
-			t.Setenv(p+"_"+k, v)
-		}
-		for k, v := range env {
-			t.Setenv(p+"_"+k, v)
+			if _, set := env[k]; !set {
+				env[k] = v
+			}
 		}
 	}
-	t.Setenv("OUTBOUND_SYSTEMS", strings.Join(names, ","))
 	tally := &soakTally{byOutcome: map[string]int{}, perSystem: map[string]int{}}
-	r, err := FromEnvWith(nil, WithObserver(tally))
+	loaded, err := config.LoadEnv(systemsEnv(systems))
 	if err != nil {
-		t.Fatalf("FromEnvWith: %v", err)
+		t.Fatal(err)
+	}
+	r, err := New(loaded, WithObserver(tally))
+	if err != nil {
+		t.Fatal(err)
 	}
 	closed := false
 	t.Cleanup(func() {

@@ -40,7 +40,7 @@ func throttleClient(t *testing.T, baseURL string) *Client {
 	for k, v := range throttleEnv {
 		env[k] = v
 	}
-	return systemsRegistry(t, map[string]map[string]string{"throttled": env}).MustClient("throttled")
+	return loadRegistry(t, systemsEnv(map[string]map[string]string{"throttled": env})).MustClient("throttled")
 }
 
 // throttleRun makes n GET calls with workers in flight and returns the

@@ -124,12 +124,12 @@ func TestTLSClientCertificate(t *testing.T) {
 	// A certificate of a CA the server does not trust.
 	otherPEM, otherKey := testutil.NewCA(t, "rogue CA").Issue(t, testutil.Leaf{CN: "rogue", Serial: 7})
 
-	r := systemsRegistry(t, map[string]map[string]string{
+	r := loadRegistry(t, systemsEnv(map[string]map[string]string{
 		"withcert": {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile, "TLS_CERT_FILE": certFile, "TLS_KEY_FILE": keyFile},
 		"nocert":   {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile},
 		"rogue": {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile,
 			"TLS_CERT_FILE": testutil.WriteFile(t, dir, "rogue.crt", otherPEM), "TLS_KEY_FILE": testutil.WriteFile(t, dir, "rogue.key", otherKey)},
-	})
+	}))
 
 	h, err := mtlsGet(t, r, "withcert")
 	if err != nil {
@@ -168,7 +168,7 @@ func TestTLSPrivateCA(t *testing.T) {
 	caFile := testutil.WriteFile(t, dir, "ca.pem", ca.PEM)
 	otherCA := testutil.WriteFile(t, dir, "other-ca.pem", testutil.NewCA(t, "other CA").PEM)
 
-	r := systemsRegistry(t, map[string]map[string]string{
+	r := loadRegistry(t, systemsEnv(map[string]map[string]string{
 		"withca":    {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile},
 		"caonly":    {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile, "TLS_CA_ONLY": "true"},
 		"noca":      {"BASE_URL": srv.URL},
@@ -177,7 +177,7 @@ func TestTLSPrivateCA(t *testing.T) {
 		// this: the override is what gets verified.
 		"wrongname": {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile, "TLS_SERVER_NAME": "payments.internal"},
 		"goodname":  {"BASE_URL": srv.URL, "TLS_CA_FILE": caFile, "TLS_SERVER_NAME": "localhost"},
-	})
+	}))
 	for _, system := range []string{"withca", "caonly", "goodname"} {
 		if _, err := mtlsGet(t, r, system); err != nil {
 			t.Errorf("%s: %v", system, err)
@@ -209,12 +209,12 @@ func TestTLSMinVersion(t *testing.T) {
 	only13, _ := mtlsServer(t, ca, mtlsServerOpts{minVersion: tls.VersionTLS13})
 	max12, max12Hits := mtlsServer(t, ca, mtlsServerOpts{maxVersion: tls.VersionTLS12})
 
-	r := systemsRegistry(t, map[string]map[string]string{
+	r := loadRegistry(t, systemsEnv(map[string]map[string]string{
 		"min12to13": {"BASE_URL": only13.URL, "TLS_CA_FILE": caFile, "TLS_MIN_VERSION": "1.2"},
 		"min13to13": {"BASE_URL": only13.URL, "TLS_CA_FILE": caFile, "TLS_MIN_VERSION": "1.3"},
 		"min12to12": {"BASE_URL": max12.URL, "TLS_CA_FILE": caFile, "TLS_MIN_VERSION": "1.2"},
 		"min13to12": {"BASE_URL": max12.URL, "TLS_CA_FILE": caFile, "TLS_MIN_VERSION": "1.3"},
-	})
+	}))
 	for system, want := range map[string]string{"min12to13": "TLS 1.3", "min13to13": "TLS 1.3", "min12to12": "TLS 1.2"} {
 		h, err := mtlsGet(t, r, system)
 		if err != nil {
@@ -254,12 +254,8 @@ func TestTLSClientCertRotation(t *testing.T) {
 
 	// The registry checks the files every certCheckInterval (seconds);
 	// build the same client with a short interval.
-	t.Setenv("ROT_BASE_URL", srv.URL)
-	t.Setenv("ROT_TLS_CA_FILE", caFile)
-	t.Setenv("ROT_TLS_CERT_FILE", certFile)
-	t.Setenv("ROT_TLS_KEY_FILE", keyFile)
-	t.Setenv("ROT_RETRIES", "0")
-	ls, err := config.Load(config.System{Name: "rot"})
+	ls, err := config.LoadEnv(map[string]string{"ROT_BASE_URL": srv.URL, "ROT_TLS_CA_FILE": caFile,
+		"ROT_TLS_CERT_FILE": certFile, "ROT_TLS_KEY_FILE": keyFile, "ROT_RETRIES": "0"}, config.System{Name: "rot"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,5 +89,5 @@ func TestCheckFDs(t *testing.T) {
 			t.Errorf("CheckFDs() = %d with sockets open, want > %d", during, before)
 		}
 	})
-	eventually(t, "descriptors to be released", func() bool { return testutil.CheckFDs(t) <= before })
+	testutil.Eventually(t, callTimeout, "descriptors to be released", func() bool { return testutil.CheckFDs(t) <= before })
 }

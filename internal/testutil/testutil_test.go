@@ -71,18 +71,6 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// eventually polls cond until it holds or a generous bound passes. It is
-// used only to wait for asynchronous state, never to assert durations.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(callTimeout); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestScriptAnswersInOrderAndRecords(t *testing.T) {
 	c, _ := newClient(t)
 	srv := testutil.Script(t,
