@@ -301,6 +301,7 @@ func adaptiveEnv(sys, url string, extra ...string) map[string]string {
 // latency within 2-3x the service time. The limit is logged when it moves
 // a lot.
 func TestAdaptiveLimitSettlesNearCapacity(t *testing.T) {
+	t.Parallel()
 	const service, workers, callers = 10 * time.Millisecond, 8, 64
 	const run = 3 * time.Second
 	capacity := float64(workers) * float64(run) / float64(service)
@@ -385,6 +386,7 @@ func (l *limitLogs) Handle(ctx context.Context, r slog.Record) error {
 // bulkhead's TestAdaptiveFollows, in a synctest bubble); the figures here
 // are logged.
 func TestAdaptiveLimitFollowsCapacity(t *testing.T) {
+	t.Parallel()
 	up := newCapacityUpstream(8, 50*time.Millisecond)
 	srv := outboundtest.NewUpstream(t, up)
 	// Callers beyond the limit wait for a permit rather than spin on
@@ -434,6 +436,7 @@ func TestAdaptiveLimitFollowsCapacity(t *testing.T) {
 // (from 32, with no queueing at all), and with BREAKER_FAILURE_RATIO=0.15
 // the breaker still opens on the ratio.
 func TestAdaptiveLimitShrinksOnFailures(t *testing.T) {
+	t.Parallel()
 	t.Run("limit", func(t *testing.T) {
 		up := newCapacityUpstream(64, 10*time.Millisecond)
 		up.failEvery = 5

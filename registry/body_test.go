@@ -21,6 +21,7 @@ import (
 // deadline apart. It fails (still in flight after 5s) without the watch
 // on the caller's context.
 func TestForgottenBodyComesBackWhenCallerCancels(t *testing.T) {
+	t.Parallel()
 	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "hello")
 	}))
@@ -55,6 +56,7 @@ func TestForgottenBodyComesBackWhenCallerCancels(t *testing.T) {
 // A read of a body that another goroutine closed says so, rather than
 // blaming the caller's cancellation.
 func TestReadAfterCloseByAnotherGoroutineSaysBodyClosed(t *testing.T) {
+	t.Parallel()
 	srv := outboundtest.NewUpstream(t, outboundtest.Trickle(time.Hour))
 	c := tbrClient(t, srv.URL, tbrFast())
 	resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
@@ -79,6 +81,7 @@ func TestReadAfterCloseByAnotherGoroutineSaysBodyClosed(t *testing.T) {
 // A response without a body (204, HEAD) gives its permit back at once,
 // even if the caller never closes it.
 func TestBodylessResponseReleasesPermitAtOnce(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusNoContent})
 	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL, "INV_MAX_CONCURRENT": "1",
@@ -103,6 +106,7 @@ func TestBodylessResponseReleasesPermitAtOnce(t *testing.T) {
 // Over HTTP/2 too (its empty body is not http.NoBody), a response without
 // a body gives its permit back at once, even if never closed.
 func TestBodylessHTTP2ResponseReleasesPermitAtOnce(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/empty" {
 			w.Header().Set("Content-Length", "0")

@@ -38,6 +38,7 @@ func resilStatusHandler() http.Handler {
 // have been judged; from then on calls fail fast, without I/O, with an
 // error naming the system.
 func TestBreakerStormOpensAfterMinRequests(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "down"})
 	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":          "inv",
@@ -107,6 +108,7 @@ func TestBreakerStormOpensAfterMinRequests(t *testing.T) {
 // BREAKER_HALF_OPEN_PROBES probes through; when they all succeed it closes,
 // and a failing probe opens it again.
 func TestBreakerHalfOpenProbes(t *testing.T) {
+	t.Parallel()
 	var failing atomic.Bool
 	failing.Store(true)
 	gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
@@ -218,6 +220,7 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 // reserve) passes, while the server is slow are neither successes nor
 // failures: the breaker stays closed with no failures.
 func TestBreakerIgnoresCallerCancellation(t *testing.T) {
+	t.Parallel()
 	gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	srv := outboundtest.NewUpstream(t, gate)
 	r := loadRegistry(t, map[string]string{
@@ -306,6 +309,7 @@ func TestBreakerIgnoresCallerCancellation(t *testing.T) {
 // 4xx answers are the caller's problem, not the upstream's: they count as
 // successes. 408, 429 and 5xx count as failures.
 func TestBreakerStatusClassification(t *testing.T) {
+	t.Parallel()
 	srv := outboundtest.NewUpstream(t, resilStatusHandler())
 	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":         "inv",
@@ -352,6 +356,7 @@ func TestBreakerStatusClassification(t *testing.T) {
 // The breaker judges attempts, not calls: with RETRIES=2 one call against a
 // 503 server is three attempts, and can open the breaker by itself.
 func TestBreakerCountsAttempts(t *testing.T) {
+	t.Parallel()
 	t.Run("three attempts counted", func(t *testing.T) {
 		srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "down"})
 		r := loadRegistry(t, map[string]string{
@@ -450,6 +455,7 @@ func fleetEnv(baseURL string) map[string]string {
 // The stand-in counts with Judge as the local breaker does, and its sync
 // state shows in Status.
 func TestFleetCircuitWrapsTheLocalBreaker(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable}, outboundtest.Reply{Body: "ok"})
 	loaded, err := config.LoadEnv(fleetEnv(srv.URL))
 	if err != nil {
@@ -494,6 +500,7 @@ func TestFleetCircuitWrapsTheLocalBreaker(t *testing.T) {
 // A registry with a system at scope fleet and no fleet option refuses to
 // build, naming the variable and the way out.
 func TestFleetScopeWithoutFleetOptionRefusesToBuild(t *testing.T) {
+	t.Parallel()
 	loaded, err := config.LoadEnv(fleetEnv("http://127.0.0.1:1"))
 	if err != nil {
 		t.Fatal(err)
@@ -550,6 +557,7 @@ func (c *reportingCircuit) ReportStates(report func(from, to gobreaker.State)) f
 // observers directly (the circuit reports what its State shows, once);
 // one that is not leaves the local breaker's changes to the observers.
 func TestStateReporterCircuitReportsBreakerChanges(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable})
 	env := fleetEnv(srv.URL)
 	env["PAY_BREAKER_MIN_REQUESTS"] = "1"
@@ -624,6 +632,7 @@ func (f *fakeCircuit) Counts() gobreaker.Counts { return gobreaker.Counts{} }
 // caller as the local breaker's would, with no I/O when it refuses, and a
 // refusal mid-call (between retries) stops the retries.
 func TestCircuitSeamTakesTheBreakersPlace(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable}, outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	f := &fakeCircuit{}
@@ -652,6 +661,7 @@ func TestCircuitSeamTakesTheBreakersPlace(t *testing.T) {
 // A request net/http refuses before any I/O (an invalid header value) is
 // the caller's bug: it is not retried and does not open the breaker.
 func TestBadRequestNeitherRetriedNorCountedByBreaker(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
 	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":         "inv",
@@ -684,6 +694,7 @@ func TestBadRequestNeitherRetriedNorCountedByBreaker(t *testing.T) {
 // upstream hangs: the attempts the budgets cut are attempt timeouts, and
 // the breaker opens, so later calls fail fast instead of each waiting.
 func TestBreakerOpensWhenBudgetsCutAHungUpstream(t *testing.T) {
+	t.Parallel()
 	srv := outboundtest.NewUpstream(t, outboundtest.NewHang(nil))
 	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS":          "inv",

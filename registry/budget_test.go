@@ -19,6 +19,7 @@ import (
 // A caller with 300ms left gets a call bounded by 300ms - 100ms reserve,
 // far below CALL_TIMEOUT, and an error that says the budget ran out.
 func TestBudgetCallerDeadlineCapsCall(t *testing.T) {
+	t.Parallel()
 	var maxBudget atomic.Int64 // the largest X-Time-Budget seen, in ms
 	slow := outboundtest.NewHang(nil)
 	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -125,6 +126,7 @@ func TestBudgetSpentFailsFast(t *testing.T) {
 // deadline, smaller at each retry by at least the time the previous
 // attempt took. The caller's request is not modified.
 func TestBudgetHeaderPerAttempt(t *testing.T) {
+	t.Parallel()
 	const delay = 30 * time.Millisecond
 	srv := testutil.Script(t,
 		outboundtest.Reply{Status: http.StatusServiceUnavailable, Delay: delay},
@@ -179,6 +181,7 @@ func TestBudgetHeaderPerAttempt(t *testing.T) {
 
 // Without a caller deadline the header carries what is left of CALL_TIMEOUT.
 func TestBudgetHeaderFromCallTimeout(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, map[string]string{
 		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "1s", "READ_TIMEOUT": "1s", "CALL_TIMEOUT": "5s",
@@ -202,6 +205,7 @@ func TestBudgetHeaderFromCallTimeout(t *testing.T) {
 // registry client with its request's context: the budget A was given
 // shrinks by at least the reserve on its way to B.
 func TestBudgetPropagatesThroughMiddleware(t *testing.T) {
+	t.Parallel()
 	var callB *Client // set once the registry is built, before any request
 	seenB := make(chan time.Duration, 1)
 	b := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -274,6 +278,7 @@ func TestBudgetPropagatesThroughMiddleware(t *testing.T) {
 // OMIT_TIME_BUDGET=true sends no X-Time-Budget (third parties); by
 // default every attempt, first and retried, carries one.
 func TestTimeBudgetOnEveryAttemptUnlessOmitted(t *testing.T) {
+	t.Parallel()
 	for _, omit := range []bool{false, true} {
 		srv := testutil.Script(t, outboundtest.Reply{Status: 503}, outboundtest.Reply{Body: "ok"})
 		env := map[string]string{
@@ -304,6 +309,7 @@ func TestTimeBudgetOnEveryAttemptUnlessOmitted(t *testing.T) {
 // With OMIT_TIME_BUDGET the system never receives X-Time-Budget, not even
 // one the caller set, on any attempt of either entry point.
 func TestOmitTimeBudgetStripsTheCallersHeader(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable}, outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("OMIT_TIME_BUDGET", "true", "RETRIES", "1"))
 	for _, do := range []func(*http.Request) (*http.Response, error){c.Do, c.HTTPClient().Do} {

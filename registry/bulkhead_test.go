@@ -43,6 +43,7 @@ func resilWantFull(t *testing.T, res resilResult, system string) {
 // MAX_CONCURRENT=5 with no wait: of 50 concurrent calls 5 run, 45 are
 // refused at once without I/O, and every permit comes back.
 func TestBulkheadRejectsBeyondCapacity(t *testing.T) {
+	t.Parallel()
 	gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	srv := outboundtest.NewUpstream(t, gate)
 	r := loadRegistry(t, map[string]string{
@@ -102,6 +103,7 @@ func TestBulkheadRejectsBeyondCapacity(t *testing.T) {
 // With BULKHEAD_MAX_WAIT calls queue for a permit and get through once one
 // frees; a call whose wait passes gets ErrFull.
 func TestBulkheadWaitsForPermit(t *testing.T) {
+	t.Parallel()
 	t.Run("waiters get through", func(t *testing.T) {
 		gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 		srv := outboundtest.NewUpstream(t, gate)
@@ -193,6 +195,7 @@ func TestBulkheadWaitsForPermit(t *testing.T) {
 // call's deadline; closing that body late does not give back a permit it
 // no longer holds.
 func TestBulkheadForgottenBodyReleasedAtDeadline(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusOK, Body: "hello"})
 	const callTimeout = 1700 * time.Millisecond
 	r := loadRegistry(t, map[string]string{
@@ -255,6 +258,7 @@ func TestBulkheadForgottenBodyReleasedAtDeadline(t *testing.T) {
 // a second Close. Another call holds the second permit meanwhile, so that a
 // second release would show (it would free that call's permit).
 func TestBulkheadPermitReleasedOnce(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"eof", "eof+close", "eof+close+close", "close", "close+close"} {
 		t.Run(how, func(t *testing.T) {
 			gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
@@ -318,6 +322,7 @@ func TestBulkheadPermitReleasedOnce(t *testing.T) {
 // A caller that cancels while waiting for a permit gets its own
 // cancellation, not bulkhead.ErrFull, and no rejection is counted.
 func TestBulkheadWaitCancelledIsNotARejection(t *testing.T) {
+	t.Parallel()
 	gate := outboundtest.NewHang(outboundtest.Reply{Body: "ok"})
 	srv := outboundtest.NewUpstream(t, gate)
 	c := tbrClient(t, srv.URL, tbrFast("MAX_CONCURRENT", "1", "BULKHEAD_MAX_WAIT", "2s"))
@@ -341,6 +346,7 @@ func TestBulkheadWaitCancelledIsNotARejection(t *testing.T) {
 // BULKHEAD_MAX_WAIT counts against CALL_TIMEOUT: a call that waited for a
 // permit ends within CALL_TIMEOUT of its start, not the wait plus it.
 func TestBulkheadWaitCountsAgainstCallTimeout(t *testing.T) {
+	t.Parallel()
 	mux := http.NewServeMux()
 	mux.Handle("/hold", outboundtest.Trickle(time.Hour)) // headers, then a body that never ends
 	mux.Handle("/hang", outboundtest.NewHang(nil))

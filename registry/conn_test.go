@@ -32,6 +32,7 @@ func reusedConns(n int) int64 { return int64(n) / 10 }
 // the retry stage drains the error body so its connection goes back to the
 // pool before the retry is sent.
 func TestConnReuseSequentialWithDrainedRetries(t *testing.T) {
+	t.Parallel()
 	const calls = 50
 	steps := make([]outboundtest.Reply, 0, 2*calls)
 	for range calls {
@@ -73,6 +74,7 @@ func TestConnReuseSequentialWithDrainedRetries(t *testing.T) {
 // are opened, and the other 80 calls reuse them (with net/http's default
 // of 2 idle connections per host they opened 37 in one run).
 func TestConnPoolBoundedByMaxConcurrent(t *testing.T) {
+	t.Parallel()
 	gate := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	srv := outboundtest.NewUpstream(t, gate)
 	const workers, perWorker = 20, 5
@@ -176,6 +178,7 @@ func TestConnBodyClosedUnread(t *testing.T) {
 // HTTPClient() runs the same pipeline and shares the same pool: sequential
 // requests through it use one connection.
 func TestConnReuseHTTPClient(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "inv",
@@ -218,6 +221,7 @@ func TestConnReuseHTTPClient(t *testing.T) {
 
 // A small chunked body closed unread keeps its connection.
 func TestConnKeptWhenChunkedBodyClosedUnread(t *testing.T) {
+	t.Parallel()
 	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		_ = http.NewResponseController(w).Flush() // headers first: the body is chunked
@@ -244,6 +248,7 @@ func TestConnKeptWhenChunkedBodyClosedUnread(t *testing.T) {
 
 // A small body closed unread is drained, so its connection is reused.
 func TestConnKeptWhenSmallBodyClosedUnread(t *testing.T) {
+	t.Parallel()
 	srv := outboundtest.NewUpstream(t, outboundtest.NewScript(outboundtest.Reply{Body: strings.Repeat("x", 2048)}))
 	r := loadRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL})
 	defer r.Close()

@@ -34,6 +34,7 @@ func stalledBody(status int, header http.Header) http.Handler {
 // A 503 whose body stalls after the headers is drained for at most about
 // 50ms before the retry, not until CALL_TIMEOUT.
 func TestDrainBeforeRetryDoesNotWaitOnAStalledBody(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Handler: stalledBody(http.StatusServiceUnavailable, nil)},
 		outboundtest.Reply{Status: http.StatusOK, Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "1", "READ_TIMEOUT", "1s", "CALL_TIMEOUT", "3s"))
@@ -56,6 +57,7 @@ func TestDrainBeforeRetryDoesNotWaitOnAStalledBody(t *testing.T) {
 // Giving up because the Retry-After would pass the deadline drains the
 // response too, and does not wait on a stalled body either.
 func TestDrainBeforeGivingUpDoesNotWaitOnAStalledBody(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Handler: stalledBody(http.StatusTooManyRequests, outboundtest.RetryAfterSeconds(5))})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2", "READ_TIMEOUT", "1s", "CALL_TIMEOUT", "3s", "RETRY_AFTER_MAX", "10s"))
 	_, took, err := tbrGet(t, tbrCtx(t, 10*time.Second), c, "/")
@@ -70,6 +72,7 @@ func TestDrainBeforeGivingUpDoesNotWaitOnAStalledBody(t *testing.T) {
 // upstream that stalls mid-body must not hold the caller's Close until
 // CALL_TIMEOUT.
 func TestCloseDoesNotWaitOnAStalledBody(t *testing.T) {
+	t.Parallel()
 	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "100000")
 		_, _ = io.WriteString(w, "0123456789")

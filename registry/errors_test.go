@@ -22,6 +22,7 @@ import (
 // Every error reads as one sentence, saying the system, the stage and the
 // cause once each, and still matches its sentinel.
 func TestErrorTextSaysSystemStageAndCauseOnce(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  *Error
 		want string
@@ -85,6 +86,7 @@ func TestErrorTextSaysSystemStageAndCauseOnce(t *testing.T) {
 // Neither Do's errors nor HTTPClient().Do's carry a secret, whether from
 // BASE_URL or from a redirect's Location.
 func TestErrorsHideSecretsOfBaseURLAndLocation(t *testing.T) {
+	t.Parallel()
 	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/x" {
 			http.Redirect(w, r, "/y?signature=SECRET2", http.StatusFound)
@@ -124,6 +126,7 @@ func TestErrorsHideSecretsOfBaseURLAndLocation(t *testing.T) {
 // never reaches the text of Do's error (net/http's *url.Error would strip
 // only the password).
 func TestErrorsHideUserNameAndQueryTokens(t *testing.T) {
+	t.Parallel()
 	addr := testutil.RefusedAddr(t)
 	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "inv",

@@ -18,6 +18,7 @@ import (
 // error, while a request that was not safe to replay (not retried) keeps
 // the upstream's answer as it is, for the SDK to judge, and so does Do.
 func TestHTTPClientSaysItsAnswerIsFinalOnceItRetried(t *testing.T) {
+	t.Parallel()
 	up := outboundtest.NewUpstream(t, outboundtest.Reply{Status: http.StatusServiceUnavailable,
 		Header: http.Header{"Content-Type": {"text/html"}}, Body: "<html>down</html>"})
 	c := rateClient(t, up.URL, map[string]string{"RETRIES": "2"})

@@ -15,6 +15,7 @@ import (
 // (forced-open, still matching ErrCircuitOpen), shows it in Status, and
 // serves again once released.
 func TestForceOpenRefusesEveryCallAndSaysWhy(t *testing.T) {
+	t.Parallel()
 	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
 	c := rateClient(t, up.URL, nil)
 	if err := c.Force(observe.BreakerOpen, time.Hour); err != nil {
@@ -51,6 +52,7 @@ func TestForceOpenRefusesEveryCallAndSaysWhy(t *testing.T) {
 // TestForceClosedLetsCallsThroughAnOpenBreaker checks that a breaker
 // forced closed lets calls through whatever the evidence.
 func TestForceClosedLetsCallsThroughAnOpenBreaker(t *testing.T) {
+	t.Parallel()
 	up := outboundtest.NewUpstream(t, outboundtest.Reply{Status: http.StatusServiceUnavailable})
 	c := rateClient(t, up.URL, map[string]string{"BREAKER_MIN_REQUESTS": "2", "RETRIES": "0", "BREAKER_OPEN_TIMEOUT": "1h"})
 	for range 2 {
@@ -79,6 +81,7 @@ func TestForceClosedLetsCallsThroughAnOpenBreaker(t *testing.T) {
 // TestForceEndsByItself checks that an override not renewed ends once
 // its time has passed, and that Force refuses what is not an override.
 func TestForceEndsByItself(t *testing.T) {
+	t.Parallel()
 	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
 	c := rateClient(t, up.URL, nil)
 	if err := c.Force(observe.BreakerOpen, 50*time.Millisecond); err != nil {

@@ -25,6 +25,7 @@ func resilMedian(ds []time.Duration) time.Duration {
 // nor slows another system: each has its own bulkhead, breaker, transport
 // and connection pool.
 func TestIsolationBetweenSystems(t *testing.T) {
+	t.Parallel()
 	// alpha's server parks every request, then answers 503.
 	gateA := outboundtest.NewHang(outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "down"})
 	srvA := outboundtest.NewUpstream(t, gateA)

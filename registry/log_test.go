@@ -58,6 +58,7 @@ func logTestGet(t *testing.T, c *Client, path string) (int, error) {
 // with every field, one per call refused before any attempt, the breaker
 // transition at Warn, and never the BASE_URL's userinfo or token.
 func TestLoggerScriptedSequence(t *testing.T) {
+	t.Parallel()
 	flaky := outboundtest.NewScript(testutil.FailN(1, http.StatusServiceUnavailable)...)
 	gate := outboundtest.NewHang(outboundtest.Reply{Body: "late"})
 	mux := http.NewServeMux()
@@ -203,6 +204,7 @@ func TestLoggerScriptedSequence(t *testing.T) {
 // TestLoggerDefaultDiscards checks that without WithLogger a registry has
 // no log observer: logging costs nothing by default.
 func TestLoggerDefaultDiscards(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": "http://127.0.0.1:1"}
 	if obs := loadRegistry(t, env).MustClient("inv").observers; len(obs) != 0 {
 		t.Fatalf("observers without a logger: %v", obs)

@@ -63,6 +63,7 @@ func TestOtherOriginRefusedBeforeAnyIO(t *testing.T) {
 // A relative path whose ".." would climb above BASE_URL's path is refused
 // before any I/O; ".." that stays inside is sent.
 func TestPathEscapingBaseRefusedBeforeAnyIO(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
 	r := loadRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL + "/v1"})
 	defer r.Close()
@@ -83,6 +84,7 @@ func TestPathEscapingBaseRefusedBeforeAnyIO(t *testing.T) {
 
 // HTTPClient() sends BASE_URL's userinfo as Basic auth, as Do does.
 func TestHTTPClientSendsBaseURLUserinfoAsBasicAuth(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
 	r := loadRegistry(t, map[string]string{
 		"OUTBOUND_SYSTEMS": "inv",

@@ -77,6 +77,7 @@ func (o *rateEvents) ObservePause(_ string, until time.Time, _ int) {
 // nothing against the breaker, says so through Do (ErrRateLimited) and
 // HTTPClient (a refusal SDKs do not retry), and shows it in Status.
 func TestRateLimitRefusesWithoutIO(t *testing.T) {
+	t.Parallel()
 	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
 	obs := &rateEvents{}
 	c := rateClient(t, up.URL, map[string]string{"RATE_LIMIT": "1/h", "RATE_BURST": "2"}, WithObserver(obs))
@@ -116,6 +117,7 @@ func TestRateLimitRefusesWithoutIO(t *testing.T) {
 // two tokens, a call against a failing upstream sends its first attempt
 // and one retry, and its second retry is refused.
 func TestEveryRequestThatLeavesTakesAToken(t *testing.T) {
+	t.Parallel()
 	up := outboundtest.NewUpstream(t, outboundtest.Reply{Status: http.StatusServiceUnavailable})
 	c := rateClient(t, up.URL, map[string]string{"RATE_LIMIT": "1/h", "RATE_BURST": "2", "RETRIES": "2"})
 	_, err := rateGet(t, c.Do)
@@ -132,6 +134,7 @@ func TestEveryRequestThatLeavesTakesAToken(t *testing.T) {
 // allowed, requests past the burst wait for their token instead of being
 // refused.
 func TestRateMaxWaitHoldsRequestsForTheirToken(t *testing.T) {
+	t.Parallel()
 	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
 	c := rateClient(t, up.URL, map[string]string{"RATE_LIMIT": "50/s", "RATE_BURST": "1", "RATE_MAX_WAIT": "2s"})
 	for i := range 5 {
@@ -149,6 +152,7 @@ func TestRateMaxWaitHoldsRequestsForTheirToken(t *testing.T) {
 // the pause ends, Status says until when, and the observers are told of
 // the pause once.
 func TestTooManyRequestsPausesTheSystem(t *testing.T) {
+	t.Parallel()
 	up := outboundtest.NewUpstream(t, outboundtest.NewScript(
 		outboundtest.Reply{Status: http.StatusTooManyRequests, Header: outboundtest.RetryAfterSeconds(30)},
 		outboundtest.Reply{Status: http.StatusTooManyRequests, Header: outboundtest.RetryAfterSeconds(30)},

@@ -149,6 +149,7 @@ func redirClient(t *testing.T, a *redirServer, env map[string]string) *Client {
 // to the base URL's scheme and host; a redirect elsewhere comes back to
 // the caller as the 3xx response. Do and HTTPClient behave the same.
 func TestRedirectDefault(t *testing.T) {
+	t.Parallel()
 	a, b := redirNewServer(t, "A"), redirNewServer(t, "B")
 	c := redirClient(t, a, nil)
 	if c.Config().FollowRedirects != "same-host" || c.Config().MaxRedirects != 3 {
@@ -188,6 +189,7 @@ func TestRedirectDefault(t *testing.T) {
 
 // TestRedirectNone: FOLLOW_REDIRECTS=none returns the first 3xx.
 func TestRedirectNone(t *testing.T) {
+	t.Parallel()
 	a := redirNewServer(t, "A")
 	c := redirClient(t, a, map[string]string{"FOLLOW_REDIRECTS": "none"})
 	got := redirCall(t, c.Do, http.MethodGet, "/chain/1", nil)
@@ -202,6 +204,7 @@ func TestRedirectNone(t *testing.T) {
 // TestRedirectMax: MAX_REDIRECTS exceeded returns the last 3xx; 0 returns
 // the first.
 func TestRedirectMax(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		max       string
 		follow    string
@@ -232,6 +235,7 @@ func TestRedirectMax(t *testing.T) {
 // it, nor any request after it (even back on A); a same-host redirect
 // keeps them.
 func TestRedirectAnyStripsCredentials(t *testing.T) {
+	t.Parallel()
 	a, b := redirNewServer(t, "A"), redirNewServer(t, "B")
 	c := redirClient(t, a, map[string]string{"FOLLOW_REDIRECTS": "any", "RETRIES": "2"})
 	creds := http.Header{
@@ -320,6 +324,7 @@ func TestRedirectAnyStripsCredentials(t *testing.T) {
 // API under BASE_URL), through Do and through HTTPClient (whose requests
 // stay relative inside net/http's redirect loop).
 func TestRedirectUnderBasePath(t *testing.T) {
+	t.Parallel()
 	a := redirNewServer(t, "A")
 	c := redirClient(t, a, map[string]string{"BASE_URL": a.URL + "/v1/"})
 	for name, do := range map[string]func(*http.Request) (*http.Response, error){"Do": c.Do, "HTTPClient": c.HTTPClient().Do} {
@@ -396,6 +401,7 @@ type onlyReader struct{ io.Reader }
 // GetBody and a 3xx without Location returned as they are. Every hop the
 // server sees through Do is the hop it sees through a plain http.Client.
 func TestRedirectFollowedAsHTTPClientDoes(t *testing.T) {
+	t.Parallel()
 	s := &followServer{}
 	s.Upstream = outboundtest.NewUpstream(t, http.HandlerFunc(s.serve))
 	c := loadRegistry(t, systemsEnv(map[string]map[string]string{"follow": {"BASE_URL": s.URL, "RETRIES": "0"}})).MustClient("follow")
@@ -459,6 +465,7 @@ func TestRedirectFollowedAsHTTPClientDoes(t *testing.T) {
 // of the transport stage carrying net/http's own message, as http.Client's
 // engine does.
 func TestRedirectWithBadLocationIsATransportError(t *testing.T) {
+	t.Parallel()
 	s := &followServer{}
 	s.Upstream = outboundtest.NewUpstream(t, http.HandlerFunc(s.serve))
 	c := loadRegistry(t, systemsEnv(map[string]map[string]string{"follow": {"BASE_URL": s.URL, "RETRIES": "0"}})).MustClient("follow")
@@ -486,6 +493,7 @@ func TestRedirectWithBadLocationIsATransportError(t *testing.T) {
 // included, as http.Client.Timeout does: five hops of 400ms do not fit in
 // a CALL_TIMEOUT of 1.7s.
 func TestRedirectHopsShareOneCallTimeout(t *testing.T) {
+	t.Parallel()
 	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !outboundtest.Wait(r, 400*time.Millisecond) {
 			return

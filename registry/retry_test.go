@@ -18,6 +18,7 @@ import (
 )
 
 func TestRetryTemporaryStatusThenSuccess(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, testutil.FailN(2, http.StatusServiceUnavailable)...)
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	resp, elapsed, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
@@ -37,6 +38,7 @@ func TestRetryTemporaryStatusThenSuccess(t *testing.T) {
 }
 
 func TestRetryNotOnClientErrors(t *testing.T) {
+	t.Parallel()
 	for _, code := range []int{http.StatusBadRequest, http.StatusNotFound} {
 		t.Run(http.StatusText(code), func(t *testing.T) {
 			srv := testutil.Script(t, outboundtest.Reply{Status: code, Body: "no"}, outboundtest.Reply{Body: "ok"})
@@ -58,6 +60,7 @@ func TestRetryNotOnClientErrors(t *testing.T) {
 // When retries run out on a temporary status, the caller gets the last
 // response, body intact, as http.Client would.
 func TestRetryExhaustedReturnsLastResponse(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "try later"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
@@ -78,6 +81,7 @@ func TestRetryExhaustedReturnsLastResponse(t *testing.T) {
 // A Retry-After longer than the caller has left ends the call at once with
 // the status and the deadline both visible.
 func TestRetryAfterPastDeadline(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusTooManyRequests, Header: outboundtest.RetryAfterSeconds(5)},
 		outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
@@ -111,6 +115,7 @@ func TestRetryAfterPastDeadline(t *testing.T) {
 // A Retry-After HTTP-date in the future is waited for, then the retry
 // succeeds.
 func TestRetryAfterDateHonoured(t *testing.T) {
+	t.Parallel()
 	// The date has whole seconds: the wait is between 1s and 2s.
 	srv := testutil.Script(t,
 		outboundtest.Reply{Status: http.StatusTooManyRequests, Header: outboundtest.RetryAfterDate(time.Now().Add(2 * time.Second))},
@@ -135,6 +140,7 @@ func TestRetryAfterDateHonoured(t *testing.T) {
 // A Retry-After above RETRY_AFTER_MAX is not waited for: the caller gets
 // the 429 at once.
 func TestRetryAfterAboveMax(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusTooManyRequests, Header: outboundtest.RetryAfterSeconds(5), Body: "slow down"},
 		outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2", "RETRY_AFTER_MAX", "1s"))
@@ -155,6 +161,7 @@ func TestRetryAfterAboveMax(t *testing.T) {
 }
 
 func TestRetryPOST(t *testing.T) {
+	t.Parallel()
 	post := func(t *testing.T, c *Client, body io.Reader, key string) *http.Response {
 		t.Helper()
 		req, err := http.NewRequestWithContext(tbrCtx(t, 5*time.Second), http.MethodPost, "/orders", body)
@@ -224,6 +231,7 @@ func TestRetryPOST(t *testing.T) {
 // Transport errors (a connection reset before any response) are retried
 // for GET, each on a new connection.
 func TestRetryTransportErrors(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t,
 		outboundtest.Reply{Handler: outboundtest.Reset()},
 		outboundtest.Reply{Handler: outboundtest.Reset()},
@@ -268,6 +276,7 @@ func (o *tbrObserver) ObserveBreaker(string, observe.BreakerState, observe.Break
 // A caller that cancels while the call waits to retry gets its
 // cancellation back at once; no further attempt is sent.
 func TestRetryCanceledDuringWait(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Header: outboundtest.RetryAfterSeconds(3)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -307,6 +316,7 @@ func TestRetryCanceledDuringWait(t *testing.T) {
 // A 503 with a 64 KiB body is drained before the retry, so the retry
 // reuses the connection.
 func TestRetryReusesConnection(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, testutil.LargeBody(http.StatusServiceUnavailable, testutil.LargeBodySize), outboundtest.Reply{Body: "ok"})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	resp, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/")
@@ -327,6 +337,7 @@ func TestRetryReusesConnection(t *testing.T) {
 // A Retry-After of 2^32 seconds or more is a valid (huge) delay, longer
 // than RETRY_AFTER_MAX: the call ends with the response.
 func TestRetryAfterTooLargeFor32BitsEndsTheCall(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{"4294967296", "99999999999999999999999"} {
 		t.Run(v, func(t *testing.T) {
 			srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusServiceUnavailable,
@@ -349,6 +360,7 @@ func TestRetryAfterTooLargeFor32BitsEndsTheCall(t *testing.T) {
 // When waiting for the upstream's Retry-After would pass the deadline,
 // the hint travels on the error.
 func TestRetryAfterHintTravelsOnTheError(t *testing.T) {
+	t.Parallel()
 	srv := testutil.Script(t, outboundtest.Reply{Status: http.StatusTooManyRequests, Header: outboundtest.RetryAfterSeconds(1)})
 	c := tbrClient(t, srv.URL, tbrFast("RETRIES", "2"))
 	ctx := tbrCtx(t, 500*time.Millisecond)

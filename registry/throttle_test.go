@@ -87,6 +87,7 @@ func throttleRun(t *testing.T, c *Client, n, workers int) (map[int]int, time.Dur
 // see 4,000 requests; with it, at most calls*(1+ratio) + floor*elapsed +
 // bucket.
 func TestRetryThrottleCapsAStorm(t *testing.T) {
+	t.Parallel()
 	const calls, workers = 1000, 20
 	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -127,6 +128,7 @@ func TestRetryThrottleCapsAStorm(t *testing.T) {
 // An upstream that fails one request in 20 gets every retry it needs: the
 // throttle never denies one.
 func TestRetryThrottleNeverDeniesAHealthyUpstream(t *testing.T) {
+	t.Parallel()
 	const calls, workers = 1000, 20
 	// Every 20th call fails its first attempt only, so every call ends
 	// 200 whatever the interleaving (a shared counter could hand one call

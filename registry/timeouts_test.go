@@ -19,6 +19,7 @@ import (
 // larger one, and names itself.
 
 func TestTimeoutConnect(t *testing.T) {
+	t.Parallel()
 	addr := testutil.Blackhole(t)
 	c := tbrClient(t, "http://"+addr, map[string]string{
 		"CONNECT_TIMEOUT": "200ms", "TLS_HANDSHAKE_TIMEOUT": "1s", "READ_TIMEOUT": "1s",
@@ -33,6 +34,7 @@ func TestTimeoutConnect(t *testing.T) {
 }
 
 func TestTimeoutTLSHandshake(t *testing.T) {
+	t.Parallel()
 	addr := testutil.TLSHang(t)
 	c := tbrClient(t, "https://"+addr, map[string]string{
 		"CONNECT_TIMEOUT": "200ms", "TLS_HANDSHAKE_TIMEOUT": "300ms", "READ_TIMEOUT": "1s",
@@ -47,6 +49,7 @@ func TestTimeoutTLSHandshake(t *testing.T) {
 }
 
 func TestTimeoutRead(t *testing.T) {
+	t.Parallel()
 	srv := outboundtest.NewUpstream(t, outboundtest.NewHang(nil))
 	c := tbrClient(t, srv.URL, map[string]string{
 		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "300ms", "READ_TIMEOUT": "300ms", "CALL_TIMEOUT": "2s", "RETRIES": "0",
@@ -66,6 +69,7 @@ func TestTimeoutRead(t *testing.T) {
 // (response header) timeouts: only CALL_TIMEOUT can end it, and it does,
 // even though Do itself returned long before.
 func TestTimeoutCallEndsBodyRead(t *testing.T) {
+	t.Parallel()
 	srv := outboundtest.NewUpstream(t, outboundtest.Trickle(900*time.Millisecond))
 	c := tbrClient(t, srv.URL, map[string]string{
 		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "500ms", "READ_TIMEOUT": "500ms", "CALL_TIMEOUT": "2s",
@@ -108,6 +112,7 @@ func TestTimeoutCallEndsBodyRead(t *testing.T) {
 // An attempt cut by CALL_TIMEOUT ends the call: no retry follows it, even
 // with retries left, and the error names the call timeout.
 func TestTimeoutCallNotRetried(t *testing.T) {
+	t.Parallel()
 	srv := outboundtest.NewUpstream(t, outboundtest.NewHang(nil))
 	// Attempts end on the read timeout at ~0.6s and ~1.2s; the third
 	// is cut by CALL_TIMEOUT at 1.7s, ~0.1s before its own read timeout.
@@ -135,6 +140,7 @@ func TestTimeoutCallNotRetried(t *testing.T) {
 // Read timeouts of an idempotent GET are retried while the call's deadline
 // allows: RETRIES=2 means three requests at the server.
 func TestTimeoutReadRetried(t *testing.T) {
+	t.Parallel()
 	srv := outboundtest.NewUpstream(t, outboundtest.NewHang(nil))
 	c := tbrClient(t, srv.URL, map[string]string{
 		"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "300ms", "READ_TIMEOUT": "300ms", "CALL_TIMEOUT": "3s",

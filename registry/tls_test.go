@@ -112,6 +112,7 @@ func mtlsWantErr(t *testing.T, err error, system string) *Error {
 // of its private CA accepts the configured one and rejects a call
 // without one; the handler never runs for the latter.
 func TestTLSClientCertificate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	serverCA := testutil.NewCA(t, "server CA")
 	clientCA := testutil.NewCA(t, "client CA")
@@ -162,6 +163,7 @@ func TestTLSClientCertificate(t *testing.T) {
 // TLS_CA_ONLY) and not without it, where the error is x509's unknown
 // authority.
 func TestTLSPrivateCA(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := testutil.NewCA(t, "private CA")
 	srv, _ := mtlsServer(t, ca, mtlsServerOpts{})
@@ -203,6 +205,7 @@ func TestTLSPrivateCA(t *testing.T) {
 // TestTLSMinVersion: TLS_MIN_VERSION 1.2 and 1.3 both reach a TLS
 // 1.3-only server; 1.3 cannot reach a server that stops at 1.2.
 func TestTLSMinVersion(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := testutil.NewCA(t, "private CA")
 	caFile := testutil.WriteFile(t, dir, "ca.pem", ca.PEM)
@@ -242,6 +245,7 @@ func TestTLSMinVersion(t *testing.T) {
 // check interval has passed; a half-done rotation (new certificate, old
 // key) keeps the last good pair in use.
 func TestTLSClientCertRotation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := testutil.NewCA(t, "private CA")
 	srv, _ := mtlsServer(t, ca, mtlsServerOpts{clientCAs: ca.Pool()})
@@ -336,6 +340,7 @@ func TestTLSClientCertRotation(t *testing.T) {
 // TestNewRefusesUnvalidatedSettings: a config.Loaded built by hand (zero
 // timeouts would mean no timeouts) never becomes a client.
 func TestNewRefusesUnvalidatedSettings(t *testing.T) {
+	t.Parallel()
 	_, err := New([]config.Loaded{{Name: "payments", Prefix: "PAYMENTS", Client: config.Client{BaseURL: "https://p"}}})
 	if err == nil || !strings.Contains(err.Error(), "config.Load") {
 		t.Errorf("New with hand-built settings: err = %v, want a refusal pointing at config.Load", err)
