@@ -14,7 +14,6 @@ import (
 	"github.com/outbound-go/outbound/internal/fault"
 	"github.com/outbound-go/outbound/internal/force"
 	"github.com/outbound-go/outbound/internal/hedge"
-	"github.com/outbound-go/outbound/internal/limit"
 	"github.com/outbound-go/outbound/internal/permit"
 	"github.com/outbound-go/outbound/internal/policy"
 	"github.com/outbound-go/outbound/internal/ratelimit"
@@ -83,7 +82,7 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 		throttle: throttle.New(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),
 		faults:   fault.New(l, o.faultSeed),
 	}
-	if c.bh, err = limit.New(l.Name, l.Client, o.observers); err != nil {
+	if c.bh, err = newBulkhead(l.Name, l.Client, o.observers); err != nil {
 		return nil, err
 	}
 	c.owner = permit.Owner{Bulkhead: c.bh, Closed: closed, Pool: pipelineTransport{c}, ReadError: c.readError}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/bulkhead"
-	"github.com/outbound-go/outbound/internal/logobs"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
@@ -142,13 +141,13 @@ func TestLoggerScriptedSequence(t *testing.T) {
 	attempt := func(path string, n int, outcome string) func(map[string]any) bool {
 		return func(m map[string]any) bool {
 			resends, _ := m["http.request.resend_count"].(float64)
-			return m["msg"] == logobs.MsgAttempt && m["url.path"] == path && int(resends)+1 == n && m["outbound.outcome"] == outcome
+			return m["msg"] == logMsgAttempt && m["url.path"] == path && int(resends)+1 == n && m["outbound.outcome"] == outcome
 		}
 	}
 
 	host, port, _ := net.SplitHostPort(srv.Addr())
 	for _, m := range recs {
-		if m["msg"] != logobs.MsgAttempt {
+		if m["msg"] != logMsgAttempt {
 			continue
 		}
 		for _, k := range []string{"outbound.system", "http.request.method", "server.address", "server.port", "url.path",
@@ -179,23 +178,23 @@ func TestLoggerScriptedSequence(t *testing.T) {
 	find("the gated call", attempt("/base/gate", 1, "ok"))
 	find("the storm's 503s", attempt("/base/down", 1, "retry"))
 	if m := find("the bulkhead rejection", func(m map[string]any) bool {
-		return m["msg"] == logobs.MsgRefused && m["outbound.outcome"] == "bulkhead_full"
+		return m["msg"] == logMsgRefused && m["outbound.outcome"] == "bulkhead_full"
 	}); m != nil {
 		if m["level"] != "INFO" || m["outbound.system"] != "inv" || m["error.type"] != "bulkhead" || m["exception.message"] == "" {
 			t.Errorf("bulkhead record %v: want level INFO, system inv, error.type bulkhead, a message", m)
 		}
 	}
 	find("the breaker rejection", func(m map[string]any) bool {
-		return m["msg"] == logobs.MsgRefused && m["outbound.outcome"] == "breaker_open"
+		return m["msg"] == logMsgRefused && m["outbound.outcome"] == "breaker_open"
 	})
-	if m := find("the breaker transition", func(m map[string]any) bool { return m["msg"] == logobs.MsgBreaker }); m != nil {
+	if m := find("the breaker transition", func(m map[string]any) bool { return m["msg"] == logMsgBreaker }); m != nil {
 		if m["level"] != "WARN" || m["outbound.system"] != "inv" || m["outbound.breaker.from"] != "closed" || m["outbound.breaker.to"] != "open" {
 			t.Errorf("breaker record %v: want WARN inv closed -> open", m)
 		}
 	}
 	// Successful calls add no call record: their attempts describe them.
 	for _, m := range recs {
-		if m["msg"] == logobs.MsgRefused && m["outbound.outcome"] == "ok" {
+		if m["msg"] == logMsgRefused && m["outbound.outcome"] == "ok" {
 			t.Errorf("call record for a success: %v", m)
 		}
 	}

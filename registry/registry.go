@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/outbound-go/outbound/config"
-	"github.com/outbound-go/outbound/internal/logobs"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -65,7 +64,7 @@ func New(loaded []config.Loaded, opts ...Option) (*Registry, error) {
 		opt.apply(&o)
 	}
 	if o.logger != nil {
-		o.observers = append(o.observers, logobs.New(o.logger))
+		o.observers = append(o.observers, newLogObserver(o.logger))
 		for _, w := range config.Warnings(loaded) {
 			o.logger.Warn("outbound config warning", "outbound.system", w.System, "outbound.warning", w.Error())
 		}

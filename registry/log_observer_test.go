@@ -1,4 +1,4 @@
-package logobs
+package registry
 
 import (
 	"bufio"
@@ -14,25 +14,22 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/observe"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// buffer is a bytes.Buffer safe for a handler's writes and the test's
+// logBuffer is a bytes.Buffer safe for a handler's writes and the test's
 // reads.
-type buffer struct {
+type logBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *buffer) Write(p []byte) (int, error) {
+func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *buffer) records(t *testing.T) []map[string]any {
+func (b *logBuffer) records(t *testing.T) []map[string]any {
 	t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -48,9 +45,9 @@ func (b *buffer) records(t *testing.T) []map[string]any {
 	return out
 }
 
-func newObserver(level slog.Level) (*Observer, *buffer) {
-	var buf buffer
-	return New(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level}))), &buf
+func newTestLogObserver(level slog.Level) (*logObserver, *logBuffer) {
+	var buf logBuffer
+	return newLogObserver(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level}))), &buf
 }
 
 func str(v any) string { s, _ := v.(string); return s }
@@ -58,7 +55,7 @@ func str(v any) string { s, _ := v.(string); return s }
 // TestAttemptRecordsUseOpenTelemetryNames checks the attributes of an
 // attempt record, and that a transport error has no status attribute.
 func TestAttemptRecordsUseOpenTelemetryNames(t *testing.T) {
-	o, buf := newObserver(slog.LevelDebug)
+	o, buf := newTestLogObserver(slog.LevelDebug)
 	o.ObserveAttempt(observe.AttemptEvent{System: "inv", RouteName: "stock", Method: "GET", Host: "inv.internal:8443", Path: "/stock/{isbn}",
 		Route: "/stock/{isbn}", Attempt: 2, Status: 503, Duration: 1500 * time.Microsecond, Outcome: observe.OutcomeRetry})
 	o.ObserveAttempt(observe.AttemptEvent{System: "inv", Method: "GET", Host: "inv.internal", Path: "/raw/1",
@@ -67,7 +64,7 @@ func TestAttemptRecordsUseOpenTelemetryNames(t *testing.T) {
 	if len(recs) != 2 {
 		t.Fatalf("%d records, want 2", len(recs))
 	}
-	want := map[string]any{"msg": MsgAttempt, "level": "INFO", "outbound.system": "inv", "http.request.method": "GET",
+	want := map[string]any{"msg": logMsgAttempt, "level": "INFO", "outbound.system": "inv", "http.request.method": "GET",
 		"server.address": "inv.internal", "server.port": 8443.0, "url.template": "/stock/{isbn}", "outbound.route": "stock",
 		"http.request.resend_count": 1.0, "http.response.status_code": 503.0, "outbound.outcome": "retry",
 		"outbound.duration_ms": 1.5}
@@ -95,11 +92,11 @@ func TestAttemptRecordsUseOpenTelemetryNames(t *testing.T) {
 	}
 }
 
-// TestLevels checks the level of each kind of record: successes at
+// TestLogRecordLevels checks the level of each kind of record: successes at
 // Debug, failures and refusals at Info, breaker changes at Warn, and no
 // record for a call its attempts describe.
-func TestLevels(t *testing.T) {
-	o, buf := newObserver(slog.LevelInfo)
+func TestLogRecordLevels(t *testing.T) {
+	o, buf := newTestLogObserver(slog.LevelInfo)
 	o.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1, Status: 200, Outcome: observe.OutcomeOK}) // Debug: dropped
 	o.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1, Op: observe.OpTransport, Err: errors.New("reset"), Outcome: observe.OutcomeRetry})
 	o.ObserveCall(observe.CallEvent{System: "inv", Attempts: 1, Status: 200, Outcome: observe.OutcomeOK})
@@ -110,7 +107,7 @@ func TestLevels(t *testing.T) {
 	for _, m := range buf.records(t) {
 		got = append(got, str(m["level"])+" "+str(m["msg"])+" "+str(m["outbound.outcome"])+str(m["outbound.breaker.to"]))
 	}
-	want := []string{"INFO " + MsgAttempt + " retry", "INFO " + MsgRefused + " budget_spent", "WARN " + MsgBreaker + " half-open"}
+	want := []string{"INFO " + logMsgAttempt + " retry", "INFO " + logMsgRefused + " budget_spent", "WARN " + logMsgBreaker + " half-open"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -122,7 +119,7 @@ func TestLevels(t *testing.T) {
 // breaker changes state; another system or reason has a burst of its own.
 func TestRefusalsAreSampledPerSystemAndReason(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		o, buf := newObserver(slog.LevelInfo)
+		o, buf := newTestLogObserver(slog.LevelInfo)
 		refuse := func(system string, out observe.Outcome, op observe.Op) {
 			o.ObserveCall(observe.CallEvent{System: system, Method: "GET", Op: op, Err: errors.New(op.String()), Outcome: out})
 		}
@@ -131,7 +128,7 @@ func TestRefusalsAreSampledPerSystemAndReason(t *testing.T) {
 		}
 		refuse("pay", observe.OutcomeBulkheadFull, observe.OpBulkhead)
 		refuse("inv", observe.OutcomeBreakerOpen, observe.OpBreaker)
-		time.Sleep(SampleEvery)
+		time.Sleep(logSampleEvery)
 		for range 10 {
 			refuse("pay", observe.OutcomeBreakerOpen, observe.OpBreaker) // the first carries 999
 		}
@@ -143,12 +140,12 @@ func TestRefusalsAreSampledPerSystemAndReason(t *testing.T) {
 			got = append(got, str(m["msg"])+" "+str(m["outbound.system"])+" "+str(m["outbound.outcome"])+str(m["outbound.breaker.to"])+" "+jsonNum(n))
 		}
 		want := []string{
-			MsgRefused + " pay breaker_open 0",
-			MsgRefused + " pay bulkhead_full 0",
-			MsgRefused + " inv breaker_open 0",
-			MsgRefused + " pay breaker_open 999",
-			MsgSuppressed + " pay breaker_open 9",
-			MsgBreaker + " pay half-open 0",
+			logMsgRefused + " pay breaker_open 0",
+			logMsgRefused + " pay bulkhead_full 0",
+			logMsgRefused + " inv breaker_open 0",
+			logMsgRefused + " pay breaker_open 999",
+			logMsgSuppressed + " pay breaker_open 9",
+			logMsgBreaker + " pay half-open 0",
 		}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Fatalf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -165,14 +162,14 @@ func jsonNum(f float64) string { b, _ := json.Marshal(f); return string(b) }
 // count of its system's refusals not logged yet.
 func TestASuccessEndsABurst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		o, buf := newObserver(slog.LevelInfo)
+		o, buf := newTestLogObserver(slog.LevelInfo)
 		for range 5 {
 			o.ObserveCall(observe.CallEvent{System: "pay", Op: observe.OpBulkhead, Outcome: observe.OutcomeBulkheadFull})
 		}
 		o.ObserveCall(observe.CallEvent{System: "inv", Attempts: 1, Outcome: observe.OutcomeOK}) // another system: nothing
 		o.ObserveCall(observe.CallEvent{System: "pay", Attempts: 1, Outcome: observe.OutcomeOK})
 		recs := buf.records(t)
-		if len(recs) != 2 || recs[1]["msg"] != MsgSuppressed || recs[1]["outbound.suppressed"] != 4.0 {
+		if len(recs) != 2 || recs[1]["msg"] != logMsgSuppressed || recs[1]["outbound.suppressed"] != 4.0 {
 			t.Fatalf("records %v, want the first refusal and a count of 4", recs)
 		}
 		if o.pending.Load() != 0 {
@@ -184,7 +181,7 @@ func TestASuccessEndsABurst(t *testing.T) {
 // TestDisabledLevelCostsNoAllocation checks that a logger whose level is
 // above the records' costs no allocation per event.
 func TestDisabledLevelCostsNoAllocation(t *testing.T) {
-	o := New(slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError})))
+	o := newLogObserver(slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError})))
 	failed := errors.New("connection reset")
 	attempt := observe.AttemptEvent{System: "inv", Method: "GET", Host: "inv.internal", Path: "/stock/1",
 		Attempt: 2, Status: 503, Err: failed, Duration: time.Millisecond, Outcome: observe.OutcomeRetry}

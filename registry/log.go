@@ -1,11 +1,12 @@
-// Package logobs writes what happens to a registry's calls to a
-// log/slog.Logger (registry.WithLogger): one record per attempt, one per
+// The log observer (registry.WithLogger) writes what happens to a
+// registry's calls to a log/slog.Logger: one record per attempt, one per
 // call refused before any attempt, sampled, and one per breaker change
 // and large move of an adaptive limit. Attribute names follow
 // OpenTelemetry's semantic conventions where one exists
 // (http.request.method, server.address, url.path, ...), outbound's own
-// under "outbound.". It is internal: the registry documents the records.
-package logobs
+// under "outbound.".
+
+package registry
 
 import (
 	"context"
@@ -21,21 +22,21 @@ import (
 
 // The messages of the records.
 const (
-	MsgAttempt    = "outbound attempt"
-	MsgRefused    = "outbound call refused"
-	MsgSuppressed = "outbound calls refused"
-	MsgBreaker    = "outbound breaker state changed"
-	MsgLimit      = "outbound concurrency limit changed"
-	MsgPaused     = "outbound system paused by the upstream"
-	MsgForced     = "outbound breaker forced by an operator"
+	logMsgAttempt    = "outbound attempt"
+	logMsgRefused    = "outbound call refused"
+	logMsgSuppressed = "outbound calls refused"
+	logMsgBreaker    = "outbound breaker state changed"
+	logMsgLimit      = "outbound concurrency limit changed"
+	logMsgPaused     = "outbound system paused by the upstream"
+	logMsgForced     = "outbound breaker forced by an operator"
 )
 
-// SampleEvery is the least time between two records of the refusals of
+// logSampleEvery is the least time between two records of the refusals of
 // one system for one reason: the first refusal of a burst is logged at
 // once, the next ones are counted, and the count rides on the next record
 // (a refusal a second or more later, the system's next change of breaker
 // state, or its next call that is not refused).
-const SampleEvery = time.Second
+const logSampleEvery = time.Second
 
 // Observer is an observe.Observer (and observe.LimitObserver) that logs.
 // Records never carry a URL: attempts log the host and the path (the
@@ -43,7 +44,7 @@ const SampleEvery = time.Second
 // userinfo and no query), and the errors logged are the registry's own,
 // whose URLs are redacted. It is safe for concurrent use; at a disabled
 // level an event costs one Enabled call and no allocation.
-type Observer struct {
+type logObserver struct {
 	l *slog.Logger
 
 	mu      sync.Mutex
@@ -63,13 +64,13 @@ type burst struct {
 }
 
 // New returns an observer that logs to l.
-func New(l *slog.Logger) *Observer {
-	return &Observer{l: l, bursts: map[burstKey]*burst{}}
+func newLogObserver(l *slog.Logger) *logObserver {
+	return &logObserver{l: l, bursts: map[burstKey]*burst{}}
 }
 
 // ObserveAttempt logs successes at Debug and failed or refused attempts
 // at Info.
-func (o *Observer) ObserveAttempt(e observe.AttemptEvent) {
+func (o *logObserver) ObserveAttempt(e observe.AttemptEvent) {
 	level := slog.LevelDebug
 	if e.Outcome != observe.OutcomeOK {
 		level = slog.LevelInfo
@@ -104,7 +105,7 @@ func (o *Observer) ObserveAttempt(e observe.AttemptEvent) {
 	if e.Injected {
 		attrs = append(attrs, slog.Bool("outbound.injected", true))
 	}
-	o.l.LogAttrs(ctx, level, MsgAttempt, attrs...)
+	o.l.LogAttrs(ctx, level, logMsgAttempt, attrs...)
 }
 
 // appendServer adds server.address and, when the host names one,
@@ -137,7 +138,7 @@ func appendErr(attrs []slog.Attr, op observe.Op, err error) []slog.Attr {
 // attempt was sent: those have no attempt record of their own. Other
 // calls are described by their attempts; they end a burst of refusals of
 // their system.
-func (o *Observer) ObserveCall(e observe.CallEvent) {
+func (o *logObserver) ObserveCall(e observe.CallEvent) {
 	if e.Attempts > 0 || e.Outcome == observe.OutcomeOK {
 		if o.pending.Load() > 0 {
 			o.flush(e.System)
@@ -156,7 +157,7 @@ func (o *Observer) ObserveCall(e observe.CallEvent) {
 		b = &burst{}
 		o.bursts[k] = b
 	}
-	if !b.last.IsZero() && now.Sub(b.last) < SampleEvery {
+	if !b.last.IsZero() && now.Sub(b.last) < logSampleEvery {
 		if b.suppressed == 0 {
 			o.pending.Add(1)
 		}
@@ -181,12 +182,12 @@ func (o *Observer) ObserveCall(e observe.CallEvent) {
 	if n > 0 {
 		attrs = append(attrs, slog.Int64("outbound.suppressed", n))
 	}
-	o.l.LogAttrs(ctx, slog.LevelInfo, MsgRefused, attrs...)
+	o.l.LogAttrs(ctx, slog.LevelInfo, logMsgRefused, attrs...)
 }
 
 // flush logs the refusals of system counted but not logged, one record
 // per kind, and ends their bursts.
-func (o *Observer) flush(system string) {
+func (o *logObserver) flush(system string) {
 	type count struct {
 		out observe.Outcome
 		n   int64
@@ -202,7 +203,7 @@ func (o *Observer) flush(system string) {
 	}
 	o.mu.Unlock()
 	for _, c := range counts {
-		o.l.LogAttrs(context.Background(), slog.LevelInfo, MsgSuppressed, slog.String("outbound.system", system),
+		o.l.LogAttrs(context.Background(), slog.LevelInfo, logMsgSuppressed, slog.String("outbound.system", system),
 			slog.String("outbound.outcome", c.out.String()), slog.Int64("outbound.suppressed", c.n))
 	}
 }
@@ -210,7 +211,7 @@ func (o *Observer) flush(system string) {
 // ObserveBreaker logs every transition at Warn, after the refusals of
 // the system still counted. It runs under the breaker's lock: it only
 // formats and hands the records to the handler.
-func (o *Observer) ObserveBreaker(system string, from, to observe.BreakerState) {
+func (o *logObserver) ObserveBreaker(system string, from, to observe.BreakerState) {
 	if o.pending.Load() > 0 {
 		o.flush(system)
 	}
@@ -218,26 +219,26 @@ func (o *Observer) ObserveBreaker(system string, from, to observe.BreakerState) 
 	if !o.l.Enabled(ctx, slog.LevelWarn) {
 		return
 	}
-	o.l.LogAttrs(ctx, slog.LevelWarn, MsgBreaker, slog.String("outbound.system", system),
+	o.l.LogAttrs(ctx, slog.LevelWarn, logMsgBreaker, slog.String("outbound.system", system),
 		slog.String("outbound.breaker.from", string(from)), slog.String("outbound.breaker.to", string(to)))
 }
 
 // ObserveLimit logs a large move of an adaptive limit at Info. It runs
 // under the bulkhead's lock: it only formats and hands the record to the
 // handler.
-func (o *Observer) ObserveLimit(e observe.LimitEvent) {
+func (o *logObserver) ObserveLimit(e observe.LimitEvent) {
 	ctx := context.Background()
 	if !o.l.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	o.l.LogAttrs(ctx, slog.LevelInfo, MsgLimit, slog.String("outbound.system", e.System),
+	o.l.LogAttrs(ctx, slog.LevelInfo, logMsgLimit, slog.String("outbound.system", e.System),
 		slog.Int64("outbound.limit.from", e.From), slog.Int64("outbound.limit.to", e.To),
 		slog.Int64("outbound.limit.ceiling", e.Ceiling))
 }
 
 // ObservePause logs a pause the upstream asked for, at Warn; without the
 // status when another pod's upstream asked (status 0).
-func (o *Observer) ObservePause(system string, until time.Time, status int) {
+func (o *logObserver) ObservePause(system string, until time.Time, status int) {
 	ctx := context.Background()
 	if !o.l.Enabled(ctx, slog.LevelWarn) {
 		return
@@ -246,21 +247,21 @@ func (o *Observer) ObservePause(system string, until time.Time, status int) {
 	if status != 0 {
 		attrs = append(attrs, slog.Int("http.response.status_code", status))
 	}
-	o.l.LogAttrs(ctx, slog.LevelWarn, MsgPaused, attrs...)
+	o.l.LogAttrs(ctx, slog.LevelWarn, logMsgPaused, attrs...)
 }
 
 // ObserveForce logs an operator's override of a breaker, or its release,
 // at Warn.
-func (o *Observer) ObserveForce(system string, state observe.BreakerState, until time.Time) {
+func (o *logObserver) ObserveForce(system string, state observe.BreakerState, until time.Time) {
 	ctx := context.Background()
 	if !o.l.Enabled(ctx, slog.LevelWarn) {
 		return
 	}
 	if state == "" {
-		o.l.LogAttrs(ctx, slog.LevelWarn, MsgForced, slog.String("outbound.system", system),
+		o.l.LogAttrs(ctx, slog.LevelWarn, logMsgForced, slog.String("outbound.system", system),
 			slog.String("outbound.breaker.forced", "released"))
 		return
 	}
-	o.l.LogAttrs(ctx, slog.LevelWarn, MsgForced, slog.String("outbound.system", system),
+	o.l.LogAttrs(ctx, slog.LevelWarn, logMsgForced, slog.String("outbound.system", system),
 		slog.String("outbound.breaker.forced", string(state)), slog.Time("outbound.forced_until", until))
 }
