@@ -13,7 +13,6 @@ import (
 	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/fault"
 	"github.com/outbound-go/outbound/internal/force"
-	"github.com/outbound-go/outbound/internal/hedge"
 	"github.com/outbound-go/outbound/internal/permit"
 	"github.com/outbound-go/outbound/internal/policy"
 	"github.com/outbound-go/outbound/internal/ratelimit"
@@ -188,7 +187,7 @@ func (c *Client) buildChain(pl *pool, p *route, quota Quota) callStage {
 		s = &rateStage{c: c, q: p.quota, next: s}
 	}
 	s = &breakerStage{c: c, cb: p.cb, next: s}
-	switch h := hedge.New(p.cfg); {
+	switch h := newHedgePolicy(p.cfg); {
 	case h != nil:
 		s = &hedgeStage{c: c, cb: p.cb, policy: h, next: s}
 	case c.timed:

@@ -1,14 +1,11 @@
-package hedge
+package registry
 
 import (
 	"testing"
 	"time"
 
 	"github.com/outbound-go/outbound/config"
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestPercentileDelayIsTheCeilingUntilTwentyAnswers checks that a percentile HEDGE_DELAY is the ceiling
 // until 20 copies have answered, then the nearest-rank percentile of the
@@ -18,46 +15,46 @@ func TestPercentileDelayIsTheCeilingUntilTwentyAnswers(t *testing.T) {
 	t.Parallel()
 	base := config.Baseline()
 	base.HedgeDelay = "p95"
-	feed := func(h *Policy, n int, took func(i int) time.Duration) {
+	feed := func(h *hedgePolicy, n int, took func(i int) time.Duration) {
 		for i := range n {
-			h.Record(true, took(i))
+			h.record(true, took(i))
 		}
 	}
 	ms := func(i int) time.Duration { return time.Duration(i) * time.Millisecond }
 
-	h := New(base)
-	if d := h.Delay(); d != time.Second {
+	h := newHedgePolicy(base)
+	if d := h.delay(); d != time.Second {
 		t.Errorf("cold start: delay %v, want the ceiling 1s", d)
 	}
 	feed(h, 19, ms)
-	h.Record(false, time.Hour) // no response: not counted
-	if d := h.Delay(); d != time.Second {
+	h.record(false, time.Hour) // no response: not counted
+	if d := h.delay(); d != time.Second {
 		t.Errorf("19 answers: delay %v, want the ceiling 1s", d)
 	}
 	feed(h, 1, ms)
-	if d := h.Delay(); d != 17*time.Millisecond { // rank ceil(0.95*20) = 19 of 0, 0, 1..18
+	if d := h.delay(); d != 17*time.Millisecond { // rank ceil(0.95*20) = 19 of 0, 0, 1..18
 		t.Errorf("20 answers 0..18ms and 0: delay %v, want 17ms", d)
 	}
-	h = New(base)
+	h = newHedgePolicy(base)
 	feed(h, 256, func(i int) time.Duration { return ms(i%100 + 1) }) // 1..100ms, the last 56 1..56
-	if d := h.Delay(); d != 94*time.Millisecond {
+	if d := h.delay(); d != 94*time.Millisecond {
 		t.Errorf("window of 1..100ms and 1..56ms: delay %v, want p95 = 94ms", d)
 	}
-	h = New(base)
+	h = newHedgePolicy(base)
 	feed(h, 64, func(int) time.Duration { return time.Microsecond })
-	if d := h.Delay(); d != 5*time.Millisecond {
+	if d := h.delay(); d != 5*time.Millisecond {
 		t.Errorf("fast answers: delay %v, want the floor 5ms", d)
 	}
 	feed(h, 256, func(int) time.Duration { return time.Minute })
-	if d := h.Delay(); d != time.Second {
+	if d := h.delay(); d != time.Second {
 		t.Errorf("an outage: delay %v, want the ceiling 1s", d)
 	}
 	base.ReadTimeout = 300 * time.Millisecond
-	if d := New(base).Delay(); d != 300*time.Millisecond {
+	if d := newHedgePolicy(base).delay(); d != 300*time.Millisecond {
 		t.Errorf("READ_TIMEOUT 300ms: cold delay %v, want 300ms", d)
 	}
 	base.HedgeDelay = "0"
-	if New(base) != nil {
+	if newHedgePolicy(base) != nil {
 		t.Error("HEDGE_DELAY=0 built a hedger")
 	}
 }
