@@ -11,7 +11,6 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/breaker"
-	"github.com/outbound-go/outbound/internal/fault"
 	"github.com/outbound-go/outbound/internal/force"
 	"github.com/outbound-go/outbound/internal/permit"
 	"github.com/outbound-go/outbound/internal/policy"
@@ -45,7 +44,7 @@ type Client struct {
 	force     force.Override                 // an operator's override of the breaker: its own, or its fleet's
 	toCircuit func(from, to gobreaker.State) // where the gobreaker's changes go when cb reports states; nil: the observers
 	throttle  *throttle.Throttle
-	faults    *fault.Injector // drills only (OUTBOUND_FAULTS=on); nil: none
+	faults    *faultInjector // drills only (OUTBOUND_FAULTS=on); nil: none
 
 	// pol is what a call reads of the settings: the system's policy and
 	// its routes', one immutable snapshot that a change of settings
@@ -79,14 +78,14 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 		observers: o.observers, timed: len(o.observers) > 0,
 		tlsConf: tlsConf, certs: certs,
 		throttle: throttle.New(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),
-		faults:   fault.New(l, o.faultSeed),
+		faults:   newFaultInjector(l, o.faultSeed),
 	}
 	if c.bh, err = newBulkhead(l.Name, l.Client, o.observers); err != nil {
 		return nil, err
 	}
 	c.owner = permit.Owner{Bulkhead: c.bh, Closed: closed, Pool: pipelineTransport{c}, ReadError: c.readError}
 	if c.faults != nil && o.logger != nil {
-		o.logger.Warn("outbound fault injection on", "outbound.system", l.Name, "outbound.faults", c.faults.Describe())
+		o.logger.Warn("outbound fault injection on", "outbound.system", l.Name, "outbound.faults", c.faults.describe())
 	}
 	c.rule = breaker.NewRule(l.Client)
 	c.cb = breaker.New(l.Name, l.Client, c.rule, c.localChanged)

@@ -19,7 +19,7 @@
 //	  hedge      (HEDGE_DELAY)    hedge.go    copies of a late attempt; else report
 //	  breaker    per attempt      breaker.go  the system's Circuit (gobreaker, or a fleet's)
 //	  rate       (RATE_LIMIT)     rate.go     a token per request that leaves (local or a fleet share)
-//	  fault      (OUTBOUND_FAULTS) send.go    drills
+//	  fault      (OUTBOUND_FAULTS) fault.go   drills
 //	  transport  the system's     send.go     connect, TLS and header timeouts, own pool
 //
 // One call is one value (call.go) that the stages pass on; each stage is

@@ -8,7 +8,6 @@ import (
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/cause"
-	"github.com/outbound-go/outbound/internal/fault"
 	"github.com/outbound-go/outbound/internal/permit"
 	"github.com/outbound-go/outbound/internal/ratelimit"
 	"github.com/outbound-go/outbound/observe"
@@ -49,7 +48,7 @@ var (
 	// made fail (drills, OUTBOUND_FAULTS=on): a delay cut by READ_TIMEOUT
 	// or by the call's deadline. An injected abort is a response, not an
 	// error: its header X-Outbound-Fault says "abort".
-	ErrInjected = fault.ErrInjected
+	ErrInjected = errors.New("outbound: injected fault")
 )
 
 // originError is the cause of a request refused with [ErrOtherOrigin]:

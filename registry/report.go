@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/outbound-go/outbound/internal/fault"
 	"github.com/outbound-go/outbound/internal/policy"
 	"github.com/outbound-go/outbound/internal/redact"
 	"github.com/outbound-go/outbound/observe"
@@ -110,7 +109,7 @@ func (c *Client) report(a *attempt, h hedgeTag) {
 		ev.Path = route
 	}
 	if c.faults != nil {
-		ev.Injected = fault.Injected(a.resp, a.err)
+		ev.Injected = isInjected(a.resp, a.err)
 	}
 	switch {
 	case a.resp != nil:

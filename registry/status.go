@@ -49,9 +49,9 @@ func (c *Client) Status() observe.Status {
 		HedgesSent:       c.stats.hedges.Load(),
 		HedgesWon:        c.stats.hedgesWon.Load(),
 		Config:           ps.vars(),
-		Faults:           c.faults.Describe(),
-		InjectedAborts:   c.faults.Aborts(),
-		InjectedDelays:   c.faults.Delays(),
+		Faults:           c.faults.describe(),
+		InjectedAborts:   c.faults.aborts(),
+		InjectedDelays:   c.faults.delays(),
 	}
 	st.Outcomes = make(map[string]uint64, observe.NumOutcomes)
 	for _, o := range observe.CallOutcomes() {

@@ -1,10 +1,4 @@
-// Package fault injects faults into a system's attempts for drills
-// (OUTBOUND_FAULTS=on with a system's FAULT_* settings): it aborts a
-// fraction of attempts with a made-up status before they reach the
-// upstream, and delays a fraction before they are sent, so the stages
-// around it see them as a real failing or slow upstream. It is internal:
-// docs/fault-drills.md documents drills.
-package fault
+package registry
 
 import (
 	"context"
@@ -21,16 +15,38 @@ import (
 	"github.com/outbound-go/outbound/observe"
 )
 
-// ErrInjected matches the errors of attempts that fault injection made
-// fail: a delay cut by READ_TIMEOUT or by the call's deadline. An
-// injected abort is a response, not an error: its [Header] says "abort".
-var ErrInjected = errors.New("outbound: injected fault")
+// faultHeader is the header of a response fault injection made up
+// instead of sending the attempt (an abort): its value is "abort".
+const faultHeader = "X-Outbound-Fault"
 
-// Header is the header of a response fault injection made up instead of
-// sending the attempt (an abort): its value is "abort".
-const Header = "X-Outbound-Fault"
+// faultStage injects the system's faults into its attempts, for drills
+// (OUTBOUND_FAULTS=on and FAULT_*): it aborts a fraction
+// with a made-up status and delays a fraction before sending them, so
+// that every outer stage sees them as it would see a real failing or
+// slow upstream. It is in the chain only during a drill.
+type faultStage struct {
+	f    *faultInjector
+	next attemptStage
+}
 
-// Injector is the fault injection of one system's attempts:
+func (s *faultStage) send(a *attempt) {
+	out, resp, op, err, done := s.f.inject(a.req)
+	if done {
+		// As a RoundTripper would: the attempt's body is closed, sent or
+		// not.
+		closeBody(a.req)
+		a.resp, a.op, a.err = resp, op, err
+		return
+	}
+	delayed := out != a.req
+	a.req = out
+	s.next.send(a)
+	if delayed && a.err != nil {
+		a.err = markDelayed(a.err)
+	}
+}
+
+// faultInjector is the fault injection of one system's attempts:
 // FAULT_ABORT_RATIO of attempts are answered with FAULT_ABORT_STATUS
 // without reaching the upstream, FAULT_DELAY_RATIO of attempts wait
 // FAULT_DELAY before they are sent. A system that injects nothing has no
@@ -38,8 +54,8 @@ const Header = "X-Outbound-Fault"
 //
 // The draws come from a counter hashed with a seed (splitmix64): lock
 // free, safe for concurrent use, and the same sequence for the same seed
-// and order of attempts ([WithFaultSeed]).
-type Injector struct {
+// and order of attempts (WithFaultSeed).
+type faultInjector struct {
 	abortBelow, delayBelow uint64 // a 53-bit draw below this injects; 0 never
 	status                 int
 	delay                  time.Duration
@@ -53,16 +69,16 @@ type Injector struct {
 	delayed atomic.Uint64 // attempts held by an injected delay
 }
 
-// New returns l's fault injection, or nil when it injects nothing or
+// newFaultInjector returns l's fault injection, or nil when it injects nothing or
 // OUTBOUND_FAULTS did not allow it (config.Load refuses that anyway).
 // seed fixes the sequence of draws (tests); nil draws a random seed.
-func New(l config.Loaded, seed *uint64) *Injector {
+func newFaultInjector(l config.Loaded, seed *uint64) *faultInjector {
 	c := l.Client
 	desc := c.Faults()
 	if desc == "" || !l.FaultsAllowed() {
 		return nil
 	}
-	f := &Injector{abortBelow: below(c.FaultAbortRatio), status: c.FaultAbortStatus, read: c.ReadTimeout,
+	f := &faultInjector{abortBelow: below(c.FaultAbortRatio), status: c.FaultAbortStatus, read: c.ReadTimeout,
 		desc: desc, abortVar: l.Prefix + "_FAULT_ABORT_RATIO", seed: rand.Uint64()}
 	if c.FaultDelay > 0 {
 		f.delay, f.delayBelow = c.FaultDelay, below(c.FaultDelayRatio)
@@ -77,7 +93,7 @@ func New(l config.Loaded, seed *uint64) *Injector {
 func below(ratio float64) uint64 { return uint64(ratio * (1 << 53)) }
 
 // draw returns two independent 53-bit uniform draws for one attempt.
-func (f *Injector) draw() (a, b uint64) {
+func (f *faultInjector) draw() (a, b uint64) {
 	x := f.seed + f.n.Add(1)*0x9e3779b97f4a7c15
 	return mix(x) >> 11, mix(x^0x5851f42d4c957f2d) >> 11
 }
@@ -93,12 +109,12 @@ func mix(z uint64) uint64 {
 // delay, that its attempt was injected (the response carries it back).
 type faultKey struct{}
 
-// Inject applies the faults to one attempt before it is sent: done says
+// inject applies the faults to one attempt before it is sent: done says
 // the attempt ends here, with resp (an abort) or err (a delay that
 // reached READ_TIMEOUT or the deadline), op naming the phase. Otherwise
 // the attempt goes on with out, which is req, or a copy marked as
 // delayed.
-func (f *Injector) Inject(req *http.Request) (out *http.Request, resp *http.Response, op observe.Op, err error, done bool) {
+func (f *faultInjector) inject(req *http.Request) (out *http.Request, resp *http.Response, op observe.Op, err error, done bool) {
 	a, d := f.draw()
 	out = req
 	if d < f.delayBelow {
@@ -120,7 +136,7 @@ func (f *Injector) Inject(req *http.Request) (out *http.Request, resp *http.Resp
 // would: a delay that reaches READ_TIMEOUT ends the attempt there as a
 // read timeout. The context's end (CALL_TIMEOUT, the caller's budget, a
 // cancellation) cuts it too.
-func (f *Injector) wait(ctx context.Context) (observe.Op, error) {
+func (f *faultInjector) wait(ctx context.Context) (observe.Op, error) {
 	d := min(f.delay, f.read)
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -140,8 +156,8 @@ func (f *Injector) wait(ctx context.Context) (observe.Op, error) {
 }
 
 // abort makes up the response of an aborted attempt: FAULT_ABORT_STATUS,
-// marked with FaultHeader, and a body that says so.
-func (f *Injector) abort(req *http.Request) *http.Response {
+// marked with faultHeader, and a body that says so.
+func (f *faultInjector) abort(req *http.Request) *http.Response {
 	msg := "outbound: injected abort (" + f.abortVar + ")\n"
 	return &http.Response{
 		Status:     strconv.Itoa(f.status) + " " + http.StatusText(f.status),
@@ -149,7 +165,7 @@ func (f *Injector) abort(req *http.Request) *http.Response {
 		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{
 			"Content-Type": {"text/plain; charset=utf-8"},
-			Header:         {"abort"},
+			faultHeader:    {"abort"},
 		},
 		Body:          faultBody{strings.NewReader(msg)},
 		ContentLength: int64(len(msg)),
@@ -179,9 +195,9 @@ func (e *injectedError) Unwrap() []error {
 	return []error{ErrInjected, e.cause}
 }
 
-// Injected reports whether fault injection touched the attempt that ended
+// isInjected reports whether fault injection touched the attempt that ended
 // with resp or err: an abort, a delay, or a delayed attempt's real answer.
-func Injected(resp *http.Response, err error) bool {
+func isInjected(resp *http.Response, err error) bool {
 	if resp != nil {
 		if _, ok := resp.Body.(faultBody); ok {
 			return true
@@ -191,29 +207,29 @@ func Injected(resp *http.Response, err error) bool {
 	return errors.Is(err, ErrInjected)
 }
 
-// Aborts and Delays are the faults' counts; 0 without faults (nil).
-func (f *Injector) Aborts() uint64 {
+// aborts and delays are the faults' counts; 0 without faults (nil).
+func (f *faultInjector) aborts() uint64 {
 	if f == nil {
 		return 0
 	}
 	return f.aborted.Load()
 }
 
-func (f *Injector) Delays() uint64 {
+func (f *faultInjector) delays() uint64 {
 	if f == nil {
 		return 0
 	}
 	return f.delayed.Load()
 }
 
-// MarkDelayed marks the error of an attempt sent after an injected delay.
-func MarkDelayed(err error) error {
+// markDelayed marks the error of an attempt sent after an injected delay.
+func markDelayed(err error) error {
 	return &injectedError{msg: err.Error() + " (after an injected delay)", cause: err}
 }
 
-// Describe says what f does, in one line ("aborts 10% of attempts with
+// describe says what f does, in one line ("aborts 10% of attempts with
 // 503"), or "" for nil.
-func (f *Injector) Describe() string {
+func (f *faultInjector) describe() string {
 	if f == nil {
 		return ""
 	}
