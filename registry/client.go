@@ -19,7 +19,6 @@ import (
 	"github.com/outbound-go/outbound/internal/redirect"
 	"github.com/outbound-go/outbound/internal/refusal"
 	"github.com/outbound-go/outbound/internal/throttle"
-	"github.com/outbound-go/outbound/internal/tlsconf"
 	"github.com/outbound-go/outbound/internal/transport"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/sony/gobreaker/v2"
@@ -35,9 +34,9 @@ type Client struct {
 	observers []observe.Observer
 	timed     bool // observers need the time of calls and attempts
 
-	tlsConf   *tls.Config         // the TLS of every pool the client builds
-	owner     permit.Owner        // what the calls' permits give back to
-	certs     *tlsconf.CertSource // the client certificate's source; nil without one
+	tlsConf   *tls.Config  // the TLS of every pool the client builds
+	owner     permit.Owner // what the calls' permits give back to
+	certs     *certSource  // the client certificate's source; nil without one
 	bh        *bulkhead.Bulkhead
 	cb        Circuit                        // the breaker stage's state: the system's gobreaker, or its fleet's
 	rule      *breaker.Rule                  // when the system's own gobreaker trips; a change of settings sets it
@@ -67,9 +66,9 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 	}
 	interval := o.certInterval
 	if interval == 0 {
-		interval = tlsconf.CheckInterval
+		interval = certCheckInterval
 	}
-	tlsConf, certs, err := tlsconf.New(l, interval)
+	tlsConf, certs, err := newTLSConfig(l, interval)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ type options struct {
 	faultSeed *uint64 // WithFaultSeed; nil: random
 	fleet     Fleet
 	// certInterval is how often a client certificate's files are looked
-	// at; zero: tlsconf.CheckInterval (tests shorten it).
+	// at; zero: certCheckInterval (tests shorten it).
 	certInterval time.Duration
 	reloadEvery  time.Duration // WithReloadInterval; zero: DefaultReloadInterval
 }

@@ -299,7 +299,7 @@ func TestTLSClientCertRotation(t *testing.T) {
 	if got := get("half rotation"); got != "1001 gen-1" {
 		t.Errorf("after replacing the certificate alone: server saw %q, want the last good pair 1001 gen-1", got)
 	}
-	if _, lastErr := src.Status(); lastErr == nil {
+	if _, lastErr := src.status(); lastErr == nil {
 		t.Error("a mismatched pair was not reported as a failed reload")
 	} else {
 		t.Logf("half rotation: kept the last good pair: %v", lastErr)
@@ -332,7 +332,7 @@ func TestTLSClientCertRotation(t *testing.T) {
 	if got := get("in place"); got != "1003 gen-3" {
 		t.Errorf("after rewriting in place: server saw %q, want 1003 gen-3", got)
 	}
-	if reloads, lastErr := src.Status(); reloads != 2 || lastErr != nil {
+	if reloads, lastErr := src.status(); reloads != 2 || lastErr != nil {
 		t.Errorf("status: %d reloads, last error %v; want 2, nil", reloads, lastErr)
 	}
 }

@@ -1,7 +1,4 @@
-// Package tlsconf builds a system's TLS settings from its variables and
-// serves its client certificate, read again when the files rotate. It is
-// internal: the registry documents the TLS_* variables.
-package tlsconf
+package registry
 
 import (
 	"crypto/tls"
@@ -14,7 +11,7 @@ import (
 	"github.com/outbound-go/outbound/config"
 )
 
-// New builds the TLS settings of one system from its variables:
+// newTLSConfig builds the TLS settings of one system from its variables:
 //
 //   - TLS_MIN_VERSION: the lowest version offered, 1.2 (baseline) or 1.3.
 //   - TLS_CA_FILE: a PEM bundle of CAs trusted in addition to the system
@@ -35,13 +32,13 @@ import (
 //
 // Server certificates are always verified; there is no setting to skip
 // verification. config.Load has already checked that the files exist,
-// parse, match and are in date; New reports any that cannot be read.
+// parse, match and are in date; newTLSConfig reports any that cannot be read.
 //
 // interval is how often, at most, the client certificate's files are
-// looked at for a change ([CheckInterval] in production). The
+// looked at for a change (certCheckInterval in production). The
 // certificate's source is returned too (nil without one), for its
-// [CertSource.Status].
-func New(l config.Loaded, interval time.Duration) (*tls.Config, *CertSource, error) {
+// certSource.status.
+func newTLSConfig(l config.Loaded, interval time.Duration) (*tls.Config, *certSource, error) {
 	c := l.Client
 	files, _ := l.TLSFiles() // read by config.Load; zero: read them here
 	conf := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.TLSServerName}
@@ -55,7 +52,7 @@ func New(l config.Loaded, interval time.Duration) (*tls.Config, *CertSource, err
 		}
 		conf.RootCAs = pool
 	}
-	var src *CertSource
+	var src *certSource
 	if c.TLSCertFile != "" || c.TLSKeyFile != "" {
 		var err error
 		if src, err = newCertSourceFrom(c.TLSCertFile, c.TLSKeyFile, interval, files); err != nil {
@@ -66,9 +63,9 @@ func New(l config.Loaded, interval time.Duration) (*tls.Config, *CertSource, err
 	return conf, src, nil
 }
 
-// CheckInterval is how often, at most, a client certificate's files are
+// certCheckInterval is how often, at most, a client certificate's files are
 // looked at for a change.
-const CheckInterval = 5 * time.Second
+const certCheckInterval = 5 * time.Second
 
 // caPool returns the roots to verify servers with: the system pool plus
 // the certificates of caFile, or those alone when caOnly is set. pem is
@@ -114,13 +111,13 @@ func (a fileStamp) same(b fileStamp) bool {
 	return os.SameFile(a.info, b.info) && a.info.ModTime().Equal(b.info.ModTime()) && a.info.Size() == b.info.Size()
 }
 
-// CertSource serves a client certificate read from a certificate and a
+// certSource serves a client certificate read from a certificate and a
 // key file, and reads them again when either changes. Changes are looked
 // for at most every interval, on the TLS handshakes that ask for a client
 // certificate; a pair that fails to load (a half-written rotation, a key
 // that does not match yet) is ignored and the last good pair stays in use
 // until the files change again into a good pair.
-type CertSource struct {
+type certSource struct {
 	certFile, keyFile string
 	// interval is the least time between two looks at the files.
 	interval time.Duration
@@ -134,15 +131,15 @@ type CertSource struct {
 }
 
 // newCertSource loads the pair once; it must load.
-func newCertSource(certFile, keyFile string, interval time.Duration) (*CertSource, error) {
+func newCertSource(certFile, keyFile string, interval time.Duration) (*certSource, error) {
 	return newCertSourceFrom(certFile, keyFile, interval, config.TLSFiles{})
 }
 
 // newCertSourceFrom starts from the pair config.Load read (files.Cert,
 // with the files' stamps as read) and reads the files only when it has
 // none.
-func newCertSourceFrom(certFile, keyFile string, interval time.Duration, files config.TLSFiles) (*CertSource, error) {
-	s := &CertSource{certFile: certFile, keyFile: keyFile, interval: interval}
+func newCertSourceFrom(certFile, keyFile string, interval time.Duration, files config.TLSFiles) (*certSource, error) {
+	s := &certSource{certFile: certFile, keyFile: keyFile, interval: interval}
 	if files.Cert != nil && files.CertInfo != nil && files.KeyInfo != nil {
 		s.cert, s.certStamp, s.keyStamp = files.Cert, fileStamp{files.CertInfo}, fileStamp{files.KeyInfo}
 		s.checked = time.Now()
@@ -158,7 +155,7 @@ func newCertSourceFrom(certFile, keyFile string, interval time.Duration, files c
 
 // load reads both files, stamping them before reading so that a change
 // made during the read is seen on the next look.
-func (s *CertSource) load() (cs, ks fileStamp, cert *tls.Certificate, err error) {
+func (s *certSource) load() (cs, ks fileStamp, cert *tls.Certificate, err error) {
 	if cs, err = stampOf(s.certFile); err != nil {
 		return cs, ks, nil, fmt.Errorf("TLS_CERT_FILE: %w", err)
 	}
@@ -174,13 +171,13 @@ func (s *CertSource) load() (cs, ks fileStamp, cert *tls.Certificate, err error)
 
 // GetClientCertificate is the tls.Config hook. It never fails once the
 // first pair has loaded.
-func (s *CertSource) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+func (s *certSource) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 	return s.current(time.Now()), nil
 }
 
 // current returns the pair in use, reloading it first if the last look
 // is more than interval old and a file has changed since.
-func (s *CertSource) current(now time.Time) *tls.Certificate {
+func (s *certSource) current(now time.Time) *tls.Certificate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now.Sub(s.checked) < s.interval {
@@ -204,9 +201,9 @@ func (s *CertSource) current(now time.Time) *tls.Certificate {
 	return s.cert
 }
 
-// Status returns the number of good reloads and the error of the last
+// status returns the number of good reloads and the error of the last
 // failed one (nil once a reload succeeds).
-func (s *CertSource) Status() (reloads int, lastErr error) {
+func (s *certSource) status() (reloads int, lastErr error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reloads, s.lastErr

@@ -1,4 +1,4 @@
-package tlsconf
+package registry
 
 import (
 	"crypto/tls"
@@ -11,10 +11,7 @@ import (
 
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/testutil"
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestCertSourceLooksAtFilesOncePerIntervalAndKeepsTheLastGoodPair: the files are looked at no more than every
 // interval, and an unreadable or broken pair keeps the last good one.
@@ -58,7 +55,7 @@ func TestCertSourceLooksAtFilesOncePerIntervalAndKeepsTheLastGoodPair(t *testing
 	if got := serial(s.current(t0.Add(5 * time.Hour))); got != 2 {
 		t.Errorf("missing key: serial %d, want 2", got)
 	}
-	if _, lastErr := s.Status(); lastErr == nil || !strings.Contains(lastErr.Error(), "TLS_") {
+	if _, lastErr := s.status(); lastErr == nil || !strings.Contains(lastErr.Error(), "TLS_") {
 		t.Errorf("last error %v, want one naming the variable", lastErr)
 	}
 
@@ -70,22 +67,22 @@ func TestCertSourceLooksAtFilesOncePerIntervalAndKeepsTheLastGoodPair(t *testing
 	}
 }
 
-// TestNewReportsUnreadableFilesByVariable checks that building the TLS settings names the
+// TestTLSConfigReportsUnreadableFilesByVariable checks that building the TLS settings names the
 // variable of a file it cannot use (the files may change between
 // config.Load, which checked them, and New).
-func TestNewReportsUnreadableFilesByVariable(t *testing.T) {
+func TestTLSConfigReportsUnreadableFilesByVariable(t *testing.T) {
 	dir := t.TempDir()
 	c := config.Baseline()
 	c.BaseURL = "https://payments.internal"
 	c.TLSCAFile = filepath.Join(dir, "missing-ca.pem")
-	_, _, err := New(config.Loaded{Name: "payments", Prefix: "PAYMENTS", Client: c}, CheckInterval)
+	_, _, err := newTLSConfig(config.Loaded{Name: "payments", Prefix: "PAYMENTS", Client: c}, certCheckInterval)
 	if err == nil || !strings.Contains(err.Error(), "TLS_CA_FILE") {
 		t.Errorf("missing CA file: err = %v, want one naming TLS_CA_FILE", err)
 	}
 	c.TLSCAFile = ""
 	c.TLSCertFile = testutil.WriteFile(t, dir, "c.pem", []byte("not a certificate"))
 	c.TLSKeyFile = testutil.WriteFile(t, dir, "k.pem", []byte("not a key"))
-	_, _, err = New(config.Loaded{Name: "payments", Prefix: "PAYMENTS", Client: c}, CheckInterval)
+	_, _, err = newTLSConfig(config.Loaded{Name: "payments", Prefix: "PAYMENTS", Client: c}, certCheckInterval)
 	if err == nil || !strings.Contains(err.Error(), "TLS_CERT_FILE") {
 		t.Errorf("bad pair: err = %v, want one naming TLS_CERT_FILE", err)
 	}
@@ -119,7 +116,7 @@ func TestFilesLoadReadAreNotReadAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	conf, _, err := New(ls[0], CheckInterval)
+	conf, _, err := newTLSConfig(ls[0], certCheckInterval)
 	if err != nil {
 		t.Fatalf("the registry read the TLS files again: %v", err)
 	}
