@@ -131,8 +131,8 @@ func (r *Recorder) ObserveCall(e observe.CallEvent) {
 		*c = secondCount{sec: sec}
 	}
 	c.calls++
-	if refused {
-		c.refused++
+	if refused && e.Attempts == 0 {
+		c.refused++ // with no I/O: not a call whose retry was refused
 	}
 	if e.Op == observe.OpBudgetTimeout {
 		s.budget++
