@@ -18,11 +18,22 @@
 //
 // The [Recorder] is the observer that supplies what Status cannot: the
 // durations of the last [RingSize] calls of each system (for p50, p90,
-// p99 and max), when the breaker last changed state (and so when an open
-// one turns half-open), and the last failure of a call that was sent (a
-// refusal is none: an open breaker's page shows the failure that opened
-// it). The page's calls/s counts every call that ended, refusals
-// included.
+// p99 and max); the calls that ended over the last [RateWindow], refused
+// ones included and counted apart (calls/s and refused/s: a breaker
+// refusing 100 calls a second reads 100 and 100, not idle); when the
+// breaker last changed state; the last failure of a call that was sent
+// (a refusal is none); the last failed attempt the breaker counted,
+// which an open breaker shows as the failure that opened it, even when
+// the call ended as a refusal of its retry; and the calls the caller's
+// deadline ended. An open breaker says when it turns half-open (its
+// opening plus BREAKER_OPEN_TIMEOUT), an override when it ends.
+//
+// Colour says what needs a look: red for failures and refusals, amber
+// for retries and deadlines, plain for information. Budget capped (calls
+// whose deadline the caller's budget set, sooner than CALL_TIMEOUT) is
+// information: usual, even for every call, when callers set deadlines.
+// It is plain until a capped call runs out of its budget (budget ran
+// out, op budget timeout), then amber. The page's footer says so.
 //
 // [Controls] serves an operator's overrides of the breakers. Who can use
 // them is who can reach the admin listener and send what a web page

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -87,9 +88,11 @@ func TestRecorderAllocatesNothing(t *testing.T) {
 	r := NewRecorder()
 	ok := observe.CallEvent{System: "inv", Attempts: 1, Duration: time.Millisecond, Outcome: observe.OutcomeOK}
 	failed := observe.CallEvent{System: "inv", Err: errors.New("open"), Outcome: observe.OutcomeBreakerOpen}
+	timeout := observe.AttemptEvent{System: "inv", Attempt: 1, Op: observe.OpReadTimeout, Err: errors.New("timeout"), Outcome: observe.OutcomeRetry}
 	r.ObserveCall(ok)
 	allocs := testing.AllocsPerRun(500, func() {
 		r.ObserveAttempt(observe.AttemptEvent{System: "inv", Attempt: 1})
+		r.ObserveAttempt(timeout)
 		r.ObserveCall(ok)
 		r.ObserveCall(failed)
 	})
@@ -107,5 +110,106 @@ func TestScrub(t *testing.T) {
 		if got := scrub(in); got != want {
 			t.Errorf("scrub(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestRecorderKeepsTheAttemptThatOpenedTheBreaker checks which attempts
+// count as the failure that opened a breaker: one that was sent and that
+// the breaker counts, not a refusal, a lost hedge, the caller's
+// cancellation or a status the breaker does not count.
+func TestRecorderKeepsTheAttemptThatOpenedTheBreaker(t *testing.T) {
+	r := NewRecorder()
+	r.ObserveAttempt(observe.AttemptEvent{System: "inv", Method: "GET", Attempt: 1, Op: observe.OpReadTimeout,
+		Err: errors.New("net/http: timeout awaiting response headers"), Outcome: observe.OutcomeRetry})
+	for _, e := range []observe.AttemptEvent{
+		{Attempt: 2, Op: observe.OpBreaker, Err: errors.New("circuit open"), Outcome: observe.OutcomeBreakerOpen},
+		{Attempt: 2, Op: observe.OpForcedOpen, Err: errors.New("circuit forced open"), Outcome: observe.OutcomeForcedOpen},
+		{Attempt: 2, Op: observe.OpRateLimit, Err: errors.New("rate limited"), Outcome: observe.OutcomeRateLimited},
+		{Attempt: 2, Op: observe.OpCanceled, Err: errors.New("context canceled"), Outcome: observe.OutcomeHedgeLost},
+		{Attempt: 2, Op: observe.OpCanceled, Err: errors.New("context canceled"), Outcome: observe.OutcomeCanceled},
+		{Attempt: 2, Status: 409, Outcome: observe.OutcomeRetry}, // a 409 with Retry-After: retried, not a failure
+		{Attempt: 2, Status: 200, Outcome: observe.OutcomeOK},
+	} {
+		e.System, e.Method = "inv", "GET"
+		r.ObserveAttempt(e)
+	}
+	if f := r.snapshot("inv").Attempt; f.message() != "GET attempt 1: read timeout: net/http: timeout awaiting response headers" {
+		t.Errorf("the attempt that opened the breaker: %q", f.message())
+	}
+	r.ObserveAttempt(observe.AttemptEvent{System: "inv", Method: "GET", Attempt: 3, Status: 503, Outcome: observe.OutcomeGaveUp})
+	if f := r.snapshot("inv").Attempt; f.message() != "GET attempt 3 answered 503 Service Unavailable" {
+		t.Errorf("after a 503: %q", f.message())
+	}
+}
+
+// TestOpenedByIgnoresAFailureBeforeTheBreakersWindow checks that a
+// breaker that opened with no failure of this pod in its window (other
+// pods' failures, at scope fleet) is not said to be opened by an older
+// one, and that neither a breaker forced open nor a closed one is said
+// to be opened by a failure.
+func TestOpenedByIgnoresAFailureBeforeTheBreakersWindow(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	st := observe.Status{System: "inv", Breaker: observe.BreakerOpen,
+		Config: []config.Var{{Setting: "BreakerWindow", Value: "30s"}}}
+	snap := snapshot{BreakerAt: at, Attempt: failure{at: at.Add(-20 * time.Second), method: "GET", status: 503, attempts: 1, attempt: true}}
+	if got := openedBy(st, snap); got == nil || got.Message != "GET attempt 1 answered 503 Service Unavailable" {
+		t.Errorf("a failure 20s before the breaker opened, window 30s: %+v", got)
+	}
+	snap.Attempt.at = at.Add(-time.Minute)
+	if got := openedBy(st, snap); got != nil {
+		t.Errorf("a failure 1m before the breaker opened, window 30s: %+v, want none", got)
+	}
+	snap.Attempt.at = at
+	st.Forced = &observe.Forced{State: observe.BreakerOpen, Until: at.Add(time.Hour)}
+	if got := openedBy(st, snap); got != nil {
+		t.Errorf("forced open: %+v, want none", got)
+	}
+	st.Forced, st.Breaker = nil, observe.BreakerClosed
+	if got := openedBy(st, snap); got != nil {
+		t.Errorf("closed: %+v, want none", got)
+	}
+}
+
+// TestRecorderRates checks the rate of the calls that ended over the
+// last RateWindow, refused ones counted in it and apart, on a clock the
+// test moves.
+func TestRecorderRates(t *testing.T) {
+	r := NewRecorder()
+	t0 := time.Unix(1_000_000, 0)
+	now := t0
+	r.now = func() time.Time { return now }
+	if got := r.snapshot("inv").Rate; got == nil || *got != (CallRate{}) {
+		t.Fatalf("before any call: %+v, want 0", got)
+	}
+	// 7 seconds of 20 calls sent and 100 refused each second.
+	for s := range 7 {
+		now = t0.Add(time.Duration(s) * time.Second)
+		for range 20 {
+			r.ObserveCall(observe.CallEvent{System: "inv", Attempts: 1, Duration: time.Millisecond, Outcome: observe.OutcomeOK})
+		}
+		for range 100 {
+			r.ObserveCall(observe.CallEvent{System: "inv", Op: observe.OpBreaker, Outcome: observe.OutcomeBreakerOpen})
+		}
+		if s == 1 {
+			now = now.Add(time.Second)
+			if got := r.snapshot("inv").Rate; *got != (CallRate{Calls: 120, Refused: 100}) {
+				t.Errorf("2 s after the first call: %+v, want 120 calls/s, 100 refused", got)
+			}
+		}
+	}
+	now = t0.Add(9 * time.Second) // the window is seconds 5..9: calls in 5 and 6, over 4 s
+	if got := r.snapshot("inv").Rate; *got != (CallRate{Calls: 2 * 120 / 4.0, Refused: 2 * 100 / 4.0}) {
+		t.Errorf("after 9 s: %+v, want the calls of seconds 5 and 6 over 4 s", got)
+	}
+	now = t0.Add(7*time.Second + RateWindow)
+	if got := r.snapshot("inv").Rate; *got != (CallRate{}) {
+		t.Errorf("%s after the last call: %+v, want 0", RateWindow, got)
+	}
+	// A burst in the first moment is not read as a rate many times its
+	// size: the span is one second at least.
+	now = t0.Add(time.Hour)
+	r.ObserveCall(observe.CallEvent{System: "pay", Op: observe.OpBulkhead, Outcome: observe.OutcomeBulkheadFull})
+	if got := r.snapshot("pay").Rate; *got != (CallRate{Calls: 1, Refused: 1}) {
+		t.Errorf("one call just now: %+v, want 1 call/s", got)
 	}
 }

@@ -60,7 +60,11 @@ func TestBrowserLiveUpdate(t *testing.T) {
 	// Upstreams: inventory fails on demand, payments is healthy, and
 	// shipping holds 3 of its 4 permits at a gate.
 	var failing atomic.Bool
-	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/hold") {
+			<-r.Context().Done() // until the caller's budget runs out
+			return
+		}
 		if failing.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -249,9 +253,10 @@ func TestBrowserLiveUpdate(t *testing.T) {
 	if !strings.Contains(st.Summary, "1 open") || !strings.HasPrefix(st.Title, "1 open") {
 		t.Errorf("summary %q, title %q: want 1 open", st.Summary, st.Title)
 	}
-	// The last error is the failure that opened the breaker, not the
+	// The error shown is the failure that opened the breaker, not the
 	// refusal after it; the badge says when probes go (open for 1h).
-	if st.InvRejected != "1" || st.ShipFlight != "3" || !strings.Contains(st.InvError, "503 Service Unavailable") {
+	if st.InvRejected != "1" || st.ShipFlight != "3" || !strings.Contains(st.InvError, "opened the breaker: GET attempt") ||
+		!strings.Contains(st.InvError, "503 Service Unavailable") {
 		t.Errorf("inventory breaker rejections %q, error %q; shipping in flight %q", st.InvRejected, st.InvError, st.ShipFlight)
 	}
 	if !strings.Contains(st.InvSince, "half-open in 59m") && !strings.Contains(st.InvSince, "half-open in 1h") {
@@ -266,13 +271,9 @@ func TestBrowserLiveUpdate(t *testing.T) {
 		}
 	}
 
-	// Calls the open breaker refuses are calls: calls/s, 0 once the
-	// storm has passed, is not 0 while it refuses them.
-	const invRate = `document.querySelector('[data-system="inventory"] [data-f="rate"]').textContent`
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](invRate+` === "0.0"`,
-		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
-		t.Fatalf("calls/s never 0.0 after the storm: %v", err)
-	}
+	// Calls the open breaker refuses are calls: calls/s is not 0 while
+	// it refuses them, and refused/s says how many of them it refuses.
+	const invRates = `[...document.querySelectorAll('[data-system="inventory"] [data-f="rate"], [data-system="inventory"] [data-f="refused_rate"]')].map(e => Number(e.textContent))`
 	refusing, stopRefusing := context.WithCancel(context.Background())
 	var refused sync.WaitGroup
 	refused.Go(func() {
@@ -281,22 +282,47 @@ func TestBrowserLiveUpdate(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	})
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`Number(`+invRate+`) > 0`,
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`(([calls, refused]) => refused > 0 && calls >= refused)(`+invRates+`)`,
 		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second)))
 	stopRefusing()
 	refused.Wait()
 	if err != nil {
-		t.Errorf("calls/s while the breaker refuses calls: never above 0: %v", err)
+		rates, _ := chromedp.Run(ctx, chromedp.Evaluate[[]float64](invRates))
+		t.Errorf("calls/s and refused/s while the breaker refuses calls: %v, want both above 0: %v", rates, err)
 	}
-	budget, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(() => {
-		const e = document.querySelector('[data-system="payments"] [data-f="budget_capped"]');
-		return [e.textContent, getComputedStyle(e).fontWeight];
-	})()`))
+
+	// Budget capped is information, plain, until a capped call runs out
+	// of its budget: then it turns amber.
+	const budgetOf = `(() => [...document.querySelectorAll('[data-system="payments"] [data-f="budget_capped"], [data-system="payments"] [data-f="budget_timeouts"]')].map(e => e.textContent + " " + e.className + " " + getComputedStyle(e).fontWeight))()`
+	budget, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](budgetOf))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(budget) != 2 || budget[0] != "3" || budget[1] != "400" {
-		t.Errorf("payments budget capped %q, want 3 in plain weight 400", budget)
+	if strings.Join(budget, ", ") != "3 plain 400, 0 zero 400" {
+		t.Errorf("payments budget capped, ran out: %q, want 3 in plain weight, none ran out", budget)
+	}
+	hctx, hcancel := context.WithTimeout(context.Background(), 1100*time.Millisecond) // a budget of 1 s
+	req, _ := http.NewRequestWithContext(hctx, http.MethodGet, "/hold", nil)
+	if resp, err := pay.Do(req); err == nil {
+		_ = resp.Body.Close()
+		t.Errorf("payments /hold answered %s, want the budget to run out", resp.Status)
+	}
+	hcancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](budgetOf+`.join(", ") === "4 warm 600, 1 warm 600"`,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		budget, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](budgetOf))
+		t.Errorf("payments budget capped, ran out after a budget ran out: %q, want both amber: %v", budget, err)
+	}
+
+	// Forced open for 10 minutes, the card says when the override ends.
+	if err := inv.Force(observe.BreakerOpen, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	const sinceOf = `document.querySelector('[data-system="inventory"] [data-f="since"]').textContent`
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`/override ends in (9m|10m)/.test(`+sinceOf+`)`,
+		chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		since, _ := chromedp.Run(ctx, chromedp.Evaluate[string](sinceOf))
+		t.Errorf("inventory forced open: %q, want the time left until the override ends: %v", since, err)
 	}
 
 	// Open inventory's configuration: it must stay open across polls
