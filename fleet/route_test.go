@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -79,5 +80,96 @@ func TestRouteOwnBreakerIsSharedByTheFleet(t *testing.T) {
 	}
 	if n := exports.Load(); n != sent {
 		t.Errorf("%d exports sent while the route was open, want 0", n-sent)
+	}
+}
+
+// A route's own RATE_LIMIT at RATE_SCOPE=fleet is shared by the fleet like
+// its system's: two pods hammering the route send, together, no more than
+// the route's limit allows (each pod alone at the limit would send twice
+// that), the route's requests past it are refused, and the system's other
+// requests, under the system's much larger limit, are never refused.
+func TestRouteRateLimitIsSharedByTheFleet(t *testing.T) {
+	srv := redistest.Start(t)
+	var searches atomic.Int64
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/search" {
+			searches.Add(1)
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	const routeLimit = 20
+	pods := startPods(t, 2, srv, "routerate", "local", up.URL, map[string]string{
+		"PAYMENTS_RATE_SCOPE": "fleet", "PAYMENTS_RATE_LIMIT": "1000/s", "PAYMENTS_RATE_MAX_WAIT": "0",
+		"PAYMENTS_ROUTES": "search", "PAYMENTS_ROUTE_SEARCH_MATCH": "GET /search",
+		"PAYMENTS_ROUTE_SEARCH_RATE_LIMIT": "20/s",
+	})
+	waitFor(t, 5*time.Second, "a share of both limits on each pod", func() bool {
+		for _, p := range pods {
+			st := p.c.Status()
+			if st.Rate == nil || st.Rate.Share == 0 || len(st.Routes) != 1 || st.Routes[0].Rate == nil || st.Routes[0].Rate.Share == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	call := func(c *registry.Client, path string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return nil
+	}
+	var refused, otherRefused, otherSent atomic.Int64
+	ctx, stop := context.WithTimeout(context.Background(), 3*time.Second)
+	defer stop()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, p := range pods {
+		for range 4 {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					if err := call(p.c, "/search"); errors.Is(err, registry.ErrRateLimited) {
+						refused.Add(1)
+						time.Sleep(time.Millisecond) // a refusal costs no I/O: do not spin
+					} else if err != nil {
+						t.Errorf("search: %v", err)
+						return
+					}
+				}
+			})
+		}
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				switch err := call(p.c, "/charges/1"); {
+				case errors.Is(err, registry.ErrRateLimited):
+					otherRefused.Add(1)
+				case err != nil:
+					t.Errorf("charges: %v", err)
+					return
+				default:
+					otherSent.Add(1)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	sent := searches.Load()
+	most := int64(routeLimit * (elapsed.Seconds() + 1)) // the limit over the run, and a second's burst and shares settling
+	t.Logf("in %v: %d searches sent, %d refused; %d other calls sent, %d refused", elapsed.Round(time.Millisecond), sent, refused.Load(), otherSent.Load(), otherRefused.Load())
+	if sent > most {
+		t.Errorf("the pods sent %d searches in %v, want at most %d (the route's %d/s, shared by the fleet)", sent, elapsed.Round(time.Millisecond), most, routeLimit)
+	}
+	if sent == 0 || refused.Load() == 0 {
+		t.Errorf("%d searches sent and %d refused, want both: the route's limit lets its share through and refuses past it", sent, refused.Load())
+	}
+	if otherRefused.Load() != 0 || otherSent.Load() == 0 {
+		t.Errorf("the system's other calls: %d refused, %d sent; want none refused: only the route is limited", otherRefused.Load(), otherSent.Load())
 	}
 }
