@@ -157,7 +157,7 @@ func TestInvalidSettingsChangeIsRefusedWholeAndALaterOneApplies(t *testing.T) {
 	up, n := flaky(t)
 	path := filepath.Join(t.TempDir(), "settings")
 	write := func(s string) {
-		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		if err := writeSettings(path, []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -197,7 +197,7 @@ func TestSettingsFixedAtStartNeedARestart(t *testing.T) {
 	t.Parallel()
 	up, _ := flaky(t)
 	path := filepath.Join(t.TempDir(), "settings")
-	if err := os.WriteFile(path, []byte("PAYMENTS_RETRIES=0\n"), 0o644); err != nil {
+	if err := writeSettings(path, []byte("PAYMENTS_RETRIES=0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL}, path)
@@ -207,7 +207,7 @@ func TestSettingsFixedAtStartNeedARestart(t *testing.T) {
 		"PAYMENTS_RETRIES=2\nPAYMENTS_BREAKER_WINDOW=1m\n":                             "PAYMENTS_BREAKER_WINDOW changed: applied only at start",
 		"OUTBOUND_SYSTEMS=payments,inventory\nINVENTORY_BASE_URL=http://127.0.0.1:1\n": "adding or removing a system needs a restart",
 	} {
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		if err := writeSettings(path, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.Reload(); err == nil || !strings.Contains(err.Error(), want) {
@@ -237,14 +237,14 @@ func TestSettingsChangeKeepsTheBreakerAndThePool(t *testing.T) {
 	var r *Registry
 	write := func(s string) {
 		t.Helper()
-		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		if err := writeSettings(path, []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.Reload(); err != nil {
 			t.Fatalf("Reload: %v", err)
 		}
 	}
-	if err := os.WriteFile(path, []byte("PAYMENTS_RETRIES=0\n"), 0o644); err != nil {
+	if err := writeSettings(path, []byte("PAYMENTS_RETRIES=0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r = liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL,
@@ -288,7 +288,7 @@ func TestSettingsChangeOfTheBreakerRuleKeepsItsCounts(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 	}))
 	path := filepath.Join(t.TempDir(), "settings")
-	if err := os.WriteFile(path, []byte("PAYMENTS_BREAKER_MIN_REQUESTS=10\n"), 0o644); err != nil {
+	if err := writeSettings(path, []byte("PAYMENTS_BREAKER_MIN_REQUESTS=10\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL,
@@ -314,7 +314,7 @@ func TestSettingsChangeOfTheBreakerRuleKeepsItsCounts(t *testing.T) {
 	if st := c.Status(); st.Breaker != "closed" || st.BreakerCounts.Failures != 3 {
 		t.Fatalf("after 3 failures of a minimum of 10: %s %+v, want closed with 3 failures", st.Breaker, st.BreakerCounts)
 	}
-	if err := os.WriteFile(path, []byte("PAYMENTS_BREAKER_MIN_REQUESTS=4\n"), 0o644); err != nil {
+	if err := writeSettings(path, []byte("PAYMENTS_BREAKER_MIN_REQUESTS=4\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Reload(); err != nil {
@@ -354,7 +354,7 @@ func TestSettingsChangeOfConnectionSettingsBuildsANewPool(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "settings")
 	write := func(r *Registry, s string) {
 		t.Helper()
-		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		if err := writeSettings(path, []byte(s), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if r != nil {
@@ -431,7 +431,7 @@ func TestSettingsLowerMaxConcurrentUnderLoad(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	path := filepath.Join(t.TempDir(), "settings")
-	if err := os.WriteFile(path, []byte("PAYMENTS_MAX_CONCURRENT=8\n"), 0o644); err != nil {
+	if err := writeSettings(path, []byte("PAYMENTS_MAX_CONCURRENT=8\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL, "PAYMENTS_RETRIES": "0"}, path)
@@ -451,7 +451,7 @@ func TestSettingsLowerMaxConcurrentUnderLoad(t *testing.T) {
 			t.Fatalf("%d calls in flight, want 8", up.InFlight())
 		}
 	}
-	if err := os.WriteFile(path, []byte("PAYMENTS_MAX_CONCURRENT=2\n"), 0o644); err != nil {
+	if err := writeSettings(path, []byte("PAYMENTS_MAX_CONCURRENT=2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Reload(); err != nil {
@@ -479,7 +479,7 @@ func TestSettingsLowerMaxConcurrentUnderLoad(t *testing.T) {
 func BenchmarkSettingsPoll(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "settings")
 	content := strings.Repeat("# a comment line of a settings file\n", 39) + "PAYMENTS_RETRIES=1\n"
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+	if err := writeSettings(path, []byte(content), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	r, err := fromEnvWithFile(path, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": "http://127.0.0.1:1"},
@@ -494,4 +494,15 @@ func BenchmarkSettingsPoll(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// writeSettings replaces the settings file at path in one rename, as the
+// kubelet and editors that save safely do: a watcher never reads it
+// half-written (an empty file is valid settings: every baseline default).
+func writeSettings(path string, data []byte, perm os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, perm); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
