@@ -223,6 +223,21 @@
 // Sync.Capped. A forged pod holding the whole limit holds it for at most
 // a grant life after the last write.
 //
+// The fleet's totals (what the pods hold, read on most ticks instead of
+// every entry) are input too: another client may rewrite them to read
+// fresh and say that nobody else holds anything. The totals alone never
+// grant a pod more than an even split of the limit (limit / pods, the
+// pods counted as the larger of the totals' count and the entries in the
+// hash); a pod that wants more is granted it only by a count of every
+// entry, and while it holds more it counts on each of its ticks, so that
+// what the others took from forged totals meanwhile is taken back within
+// a tick. Under forged totals the pods send at most the bound above plus
+// one tick and a round trip (FlushInterval + Timeout) of an even split
+// for each pod below one (measured: 2 pods at 100/s, totals forged every
+// 5 ms for 3 s, at most 104 in any second). Totals that hold less than
+// the pod's own entry, or than a count of the entries finds, are counted
+// in Sync.Rejected.
+//
 // # Keys, Redis Cluster and cost
 //
 // The keys of one system live under outbound:fleet:{<namespace>:<system>}:

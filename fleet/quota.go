@@ -144,11 +144,16 @@ func (q *quota) ask(now time.Time) (want, ack int64) {
 // is renewed before it ends), when its want moved by more than an eighth
 // (or to or from nothing), when its rate changed since it last said
 // (another pod may wait for it to apply a cut), and on every tick while
-// it has no grant from Redis or resyncs. An idle pod asks about twice a
-// grant life, not every tick.
+// it has no grant from Redis, resyncs, or holds more than an even split
+// of the limit (only a count of every entry grants that, and a count
+// every tick sees within a tick what the others took meanwhile, even
+// when forged totals let them). An idle pod asks about twice a grant
+// life, not every tick.
 func (q *quota) due(now time.Time, want, ack int64) bool {
 	switch {
 	case q.leaseEnd.IsZero() || !q.missedAt.IsZero() || q.fellBack || now.Before(q.resyncEnd):
+		return true
+	case q.grant > q.limit/int64(q.pods):
 		return true
 	case ack != q.sentAck || q.leaseEnd.Sub(now) <= q.life/2:
 		return true

@@ -42,9 +42,19 @@ package fleet
 // that expires still counts until the next count (the safe side). Once
 // the totals are period old (the caller's tick), or do not read as such,
 // or disagree with the pod's own entry, the op reads every entry (full)
-// and counts them again: the whole hash is read at most once a tick of
-// the fleet, whatever the number of pods. The fair level lags by that
-// much; the limit never does.
+// and counts them again: the whole hash is read about once a tick of the
+// fleet, whatever the number of pods. The fair level lags by that much;
+// the limit never does.
+//
+// The totals are input too: another client may rewrite them so that they
+// read fresh and say that nobody else holds anything. So the totals alone
+// never grant a pod more than an even split of the limit (limit / pods,
+// the pods counted as the larger of n and the entries the hash holds,
+// HLEN): a pod that wants more is granted it only by a full count, and a
+// pod that wants less gets at most the even split. Totals that are not
+// five numbers, that hold less than the pod's own entry, or that a full
+// count finds holding less than the entries do (the totals never hold
+// less, even with entries past their expiry), are counted as rejected.
 const quotaOp = counts + `
 local holder, L, d, a, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local life, bound, period, most = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[9]), tonumber(ARGV[10])
@@ -69,19 +79,36 @@ if not mine and a > 0 then
   cap = math.min(cap, tonumber(ARGV[8]))
   lost = 1
 end
-local at, held, n, f, x, tail
+local at, held, n, f, x, tail, claimed
 if type(got[2]) == 'string' then
   local g1, g2, g3, g4, g5
   g1, g2, tail, g3, g4, g5 = string.match(got[2], '^(%d+) (%d+) ((%d+) ([01]) (%d+))$')
   at, held, n, f, x = int(g1, M), int(g2, M), int(g3, 1048576), int(g4, 1), int(g5, M)
+  if not (at and held and n and f and x and n >= 1) then
+    at = nil
+    rejected = rejected + 1
+  elseif held < old then
+    at = nil
+    rejected = rejected + 1
+  else
+    claimed = held
+  end
 end
-local fresh = at and held and n and f and x and n >= 1 and at <= now and now - at < period
 local others, target, pods
-if fresh and (od or not mine) and held >= old then
+local fast = at and (od or not mine) and at <= now and now - at < period and held <= L
+if fast then
   others, pods = held - old, n
   if not mine then pods = n + 1 end
+  local entries = redis.call('HLEN', KEYS[1]) - 1
+  if not mine then entries = entries + 1 end
+  pods = math.max(pods, entries)
   if f == 1 then target = math.min(d, x) else target = d + x / n end
-else
+  local even = L / pods
+  if math.min(target, L - others, cap) > even then
+    if d > even then fast = false else target = even end
+  end
+end
+if not fast then
 ` + quotaFull + `
 end
 local g = math.max(0, math.floor(math.min(target, L - others, cap)))
@@ -135,6 +162,7 @@ for i = 1, #all, 2 do
     end
   end
 end
+if claimed and claimed < others + old then rejected = rejected + 1 end
 table.sort(wants)
 local left, level = L, nil
 n = #wants

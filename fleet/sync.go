@@ -100,8 +100,9 @@ type Sync struct {
 	// Rejected counts the values read from Redis or the fleet's channel
 	// that no pod could have written, ignored: a version outside [0, 2^53),
 	// a field that is not a number, a key of the wrong type, garbage in a
-	// window, a reply or a message of the wrong shape. Another client
-	// writes under the namespace.
+	// window, a reply or a message of the wrong shape, a quota's totals
+	// that hold less than its entries. Another client writes under the
+	// namespace.
 	Rejected uint64 `json:"rejected,omitempty"`
 	// Capped counts the open times read past now + the system's
 	// BREAKER_OPEN_TIMEOUT, cut to it.

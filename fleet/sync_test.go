@@ -159,7 +159,7 @@ var scriptCommands = map[string]bool{
 	"time": true, "hmget": true, "hgetall": true, "hincrby": true, "pexpire": true,
 	"hset": true, "hdel": true, "del": true, "publish": true, "set": true,
 	"type": true, "hget": true, "pttl": true, "get": true,
-	"zadd": true, "zcard": true, "zremrangebyscore": true, "zrem": true,
+	"zadd": true, "zcard": true, "zremrangebyscore": true, "zrem": true, "hlen": true,
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
