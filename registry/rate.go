@@ -3,6 +3,7 @@ package registry
 import (
 	"time"
 
+	"github.com/outbound-go/outbound/internal/origin"
 	"github.com/outbound-go/outbound/internal/ratelimit"
 	"github.com/outbound-go/outbound/internal/transport"
 	"github.com/outbound-go/outbound/observe"
@@ -15,7 +16,9 @@ import (
 // I/O ([ErrRateLimited]; the breaker excludes it). It reads the
 // upstream's word on every response (a 429 or 503 with Retry-After, or
 // rate-limit headers that say nothing is left) and pauses the quota,
-// bounded by CALL_TIMEOUT. It is in the chain when RATE_LIMIT is set.
+// bounded by CALL_TIMEOUT; only BASE_URL's origin speaks for the system,
+// so a host a redirect led to (FOLLOW_REDIRECTS=any) pauses nothing. It
+// is in the chain when RATE_LIMIT is set.
 type rateStage struct {
 	c *Client
 	q Quota
@@ -42,7 +45,7 @@ func (s *rateStage) send(a *attempt) {
 	if a.resp == nil || !s.upstream {
 		return
 	}
-	if d, ok := ratelimit.PauseFrom(a.resp, time.Now(), a.call.route.cfg.CallTimeout); ok {
+	if d, ok := ratelimit.PauseFrom(a.resp, time.Now(), a.call.route.cfg.CallTimeout); ok && origin.Same(a.req.URL, s.c.base) {
 		until := time.Now().Add(d)
 		s.c.paused(until, a.resp.StatusCode) // first: the fleet's echo is then old news
 		s.q.Pause(until)

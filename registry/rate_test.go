@@ -128,6 +128,14 @@ func TestEveryRequestThatLeavesTakesAToken(t *testing.T) {
 	if up.Requests() != 2 {
 		t.Errorf("the upstream got %d requests, want 2", up.Requests())
 	}
+	// The call sent two attempts: it gave up on their status, it was not
+	// refused.
+	if e.Op != observe.OpStatus || e.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("Error{Op %q, StatusCode %d}, want the last attempt's status 503", e.Op, e.StatusCode)
+	}
+	if st := c.Status(); st.Sent != 1 || st.Outcomes["gave_up"] != 1 || st.Outcomes["rate_limited"] != 0 {
+		t.Errorf("Status: sent %d, outcomes %v; want the call counted as sent and given up", st.Sent, st.Outcomes)
+	}
 }
 
 // TestRateMaxWaitHoldsRequestsForTheirToken checks that with a wait
@@ -180,5 +188,61 @@ func TestTooManyRequestsPausesTheSystem(t *testing.T) {
 	defer obs.mu.Unlock()
 	if len(obs.pauses) != 1 {
 		t.Errorf("%d pauses told, want 1", len(obs.pauses))
+	}
+}
+
+// TestOnlyBaseURLsOriginPausesTheSystem checks that a 503 with
+// Retry-After from a host a redirect led to (FOLLOW_REDIRECTS=any) is
+// that host's answer, not the system's: the caller gets it, nothing is
+// paused, and the next call is sent. The same answer from BASE_URL's own
+// origin pauses the system.
+func TestOnlyBaseURLsOriginPausesTheSystem(t *testing.T) {
+	busy := outboundtest.Reply{Status: http.StatusServiceUnavailable, Header: outboundtest.RetryAfterSeconds(300)}
+	other := outboundtest.NewUpstream(t, busy)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/away", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, other.URL+"/busy", http.StatusFound) })
+	mux.Handle("/busy", busy)
+	mux.Handle("/", outboundtest.Healthy())
+	base := outboundtest.NewUpstream(t, mux)
+	obs := &rateEvents{}
+	c := rateClient(t, base.URL, map[string]string{"RATE_LIMIT": "1000/s", "RETRIES": "0", "FOLLOW_REDIRECTS": "any"}, WithObserver(obs))
+
+	ctx := tbrCtx(t, 10*time.Second)
+	get := func(send func(*http.Request) (*http.Response, error), path string) (int, error) {
+		t.Helper()
+		status, _, _, err := sendRead(ctx, t, send, http.MethodGet, path, nil)
+		return status, err
+	}
+	for _, send := range []func(*http.Request) (*http.Response, error){c.Do, c.HTTPClient().Do} {
+		if status, err := get(send, "/away"); err != nil || status != http.StatusServiceUnavailable {
+			t.Fatalf("redirected to the other host: %d %v, want its 503", status, err)
+		}
+		if until := c.Status().Rate.PausedUntil; !until.IsZero() {
+			t.Fatalf("paused until %v by another host's Retry-After, want no pause", until)
+		}
+		sent := base.Requests()
+		if status, err := get(send, "/"); err != nil || status != http.StatusOK || base.Requests() != sent+1 {
+			t.Fatalf("the call after the other host's 503: %d %v (BASE_URL got %d more), want it sent and answered 200",
+				status, err, base.Requests()-sent)
+		}
+	}
+	if other.Requests() != 2 {
+		t.Errorf("the other host got %d requests, want 2", other.Requests())
+	}
+	obs.mu.Lock()
+	if len(obs.pauses) != 0 {
+		t.Errorf("%d pauses told, want none", len(obs.pauses))
+	}
+	obs.mu.Unlock()
+
+	if status, err := get(c.Do, "/busy"); err != nil || status != http.StatusServiceUnavailable {
+		t.Fatalf("BASE_URL's own 503: %d %v", status, err)
+	}
+	if c.Status().Rate.PausedUntil.IsZero() {
+		t.Errorf("BASE_URL's own 503 with Retry-After did not pause the system")
+	}
+	sent := base.Requests()
+	if _, err := get(c.Do, "/"); !errors.Is(err, ErrRateLimited) || base.Requests() != sent {
+		t.Errorf("the call during BASE_URL's pause: %v (sent %d), want ErrRateLimited and nothing sent", err, base.Requests()-sent)
 	}
 }
