@@ -31,7 +31,10 @@
 // (taskset, GOMAXPROCS=1), so that the client's CPU per call decides its
 // throughput; docs/performance.md says how to read the figures.
 // -benchfmt FILE also writes every round in Go's benchmark format, for
-// benchstat.
+// benchstat. -cpuprofile FILE profiles the client's whole run: run one
+// client at one level (bench/pinned.sh -clients outbound -inflight 16
+// -cpuprofile /tmp/ob.prof), then the reference, and compare them with
+// go tool pprof.
 //
 // Every client is configured alike: the same tuned transport as the
 // registry gives a system (pool sized to 64, connect, TLS and
@@ -47,6 +50,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,6 +82,7 @@ type options struct {
 	serve    string // -serve: run the server alone at this address
 	target   string // -target: the URL of a -serve process
 	benchfmt string // -benchfmt: also write the rounds to this file
+	cpuprof  string // -cpuprofile: write a CPU profile of the whole run to this file
 }
 
 func main() {
@@ -114,6 +119,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.serve, "serve", "", "run only the bench server at this address (host:port), print its URL, serve until SIGINT/SIGTERM")
 	fs.StringVar(&o.target, "target", "", "call the bench server at this URL (printed by -serve) instead of starting one")
 	fs.StringVar(&o.benchfmt, "benchfmt", "", "also write each round to this file in Go benchmark format (for benchstat)")
+	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file (run one client: -clients outbound)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -185,6 +191,13 @@ func runPeers(o options) (err error) {
 		defer func() { err = errors.Join(err, f.Close()) }()
 		bf = f
 	}
+	if o.cpuprof != "" {
+		stop, err := startCPUProfile(o.cpuprof)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, stop()) }()
+	}
 	printHeader(os.Stdout, o, up)
 	writeBenchHeader(bf, up)
 
@@ -209,6 +222,23 @@ func runPeers(o options) (err error) {
 	fmt.Printf("\n%s\n", end)
 	fmt.Fprintln(bf, end)
 	return nil
+}
+
+// startCPUProfile starts a CPU profile into file; stop ends it and
+// closes the file.
+func startCPUProfile(file string) (stop func() error, _ error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 func openUpstream(target string) (*upstream, error) {

@@ -123,14 +123,25 @@ func (c *Client) begin(b *body, req *http.Request, p *route, capped bool) {
 	}
 }
 
-// prepare makes the call's copy of req for its first hop, under the
-// call's capped context (internal/request), or fails the call on a
-// request http.Client would refuse too.
+// prepare makes the call's own copy of req for its first hop, under the
+// call's capped context, and the request of its first attempt, which
+// carries X-Time-Budget when the system receives one and the call has a
+// deadline (internal/request), or fails the call on a request
+// http.Client would refuse too.
 func (c *Client) prepare(req *http.Request, cl *call) error {
-	r2, budgeted, err := request.First(cl.ctx, req, c.base, cl.route.cfg.OmitTimeBudget)
-	if err != nil {
+	cl.req = req // until the call has its own: what a failure names
+	omit := cl.route.cfg.OmitTimeBudget
+	if err := request.First(cl.ctx, req, c.base, omit, &cl.own); err != nil {
 		return cl.fail(observe.OpRequest, 0, err)
 	}
-	cl.req, cl.budgeted, cl.fresh = r2, budgeted, budgeted
+	cl.req = &cl.own
+	if _, deadline := cl.ctx.Deadline(); deadline && !omit { // a stream's has none unless the caller's has
+		var pool *request.Pool
+		if cl.route.lend {
+			pool = &c.lend
+		}
+		cl.req, cl.lent = request.Attempt(cl.ctx, &cl.own, pool)
+		cl.budgeted, cl.fresh = true, true
+	}
 	return nil
 }

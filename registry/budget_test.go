@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -328,5 +330,79 @@ func TestOmitTimeBudgetStripsTheCallersHeader(t *testing.T) {
 		if v, ok := r.Header["X-Time-Budget"]; ok {
 			t.Errorf("request %d carried X-Time-Budget %q", r.Seq, v)
 		}
+	}
+}
+
+// Each call's attempts carry that call's headers and X-Time-Budget and
+// never another's, however many calls run at once, and the Request of each
+// answer stays the call's own after its body is closed and other calls
+// have run: the attempts' header maps are reused, the answers' never.
+func TestBudgetHeaderIsEachCallsOwn(t *testing.T) {
+	t.Parallel()
+	srv := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Call")
+		if len(r.Header.Values("X-Call")) != 1 || r.Header.Get("X-Only-"+id) != id {
+			http.Error(w, fmt.Sprintf("headers of another call: %v", r.Header), http.StatusBadRequest)
+			return
+		}
+		if _, err := capbudget.ParseHeader(r.Header.Get(capbudget.Header)); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		_, _ = io.WriteString(w, id)
+	}))
+	c := tbrClient(t, srv.URL, map[string]string{"MAX_CONCURRENT": "8"})
+	const workers, calls = 8, 25
+	answers := make([][]*http.Request, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range calls {
+				id := strconv.Itoa(w*calls + i)
+				req, err := http.NewRequestWithContext(tbrCtx(t, 5*time.Second), http.MethodGet, "/item/"+id, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				req.Header.Set("X-Call", id)
+				req.Header.Set("X-Only-"+id, id)
+				resp, err := c.Do(req)
+				if err != nil {
+					t.Errorf("call %s: %v", id, err)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || string(body) != id {
+					t.Errorf("call %s: status %d, body %q", id, resp.StatusCode, body)
+				}
+				answers[w] = append(answers[w], resp.Request)
+			}
+		})
+	}
+	wg.Wait()
+	for w, reqs := range answers {
+		for i, r := range reqs {
+			id := strconv.Itoa(w*calls + i)
+			if r.Header.Get("X-Call") != id || len(r.Header) != 2 || r.URL.String() != srv.URL+"/item/"+id {
+				t.Errorf("call %s: the answer's Request became %s %v", id, r.URL, r.Header)
+			}
+		}
+	}
+}
+
+// A request without a URL is refused as http.Client refuses it, with an
+// error naming the system, not a panic.
+func TestRequestWithoutURLIsRefused(t *testing.T) {
+	t.Parallel()
+	srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
+	c := tbrClient(t, srv.URL, nil)
+	req := (&http.Request{Method: http.MethodGet, Header: http.Header{}}).WithContext(tbrCtx(t, 5*time.Second))
+	_, err := c.Do(req)
+	if e := tbrError(t, err, observe.OpRequest); e.System != tbrSystem {
+		t.Errorf("error %v names system %q, want %q", err, e.System, tbrSystem)
+	}
+	if n := len(srv.Received()); n != 0 {
+		t.Errorf("the server saw %d requests, want 0", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/internal/permit"
+	"github.com/outbound-go/outbound/internal/request"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -19,11 +20,21 @@ type call struct {
 	req   *http.Request   // the request of the current hop, under ctx
 	ctx   context.Context // the call's capped context (the admit stage's)
 	start time.Time       // when the call was admitted; zero unless c.timed
+	// own is the call's request (internal/request.First): the caller's
+	// copied under ctx, its URL joined to BASE_URL. It is the Request of
+	// the call's answer unless a redirect was followed, and req on the
+	// first hop unless that carries X-Time-Budget.
+	own http.Request
+	// lent is req on the first hop when it was lent by the client's pool
+	// (internal/request.Lent), until something makes it unsafe to give
+	// back: a transport error, a redirect; nil otherwise.
+	lent *request.Lent
 	// budgeted: the attempts of the current hop carry X-Time-Budget (the
 	// system receives one, the call has a deadline, the hop goes to the
 	// system's origin); fresh: req's was set a moment ago, in a header
 	// map of its own, so the first attempt need not copy req again.
 	budgeted, fresh bool
+	redirected      bool // a redirect was followed: a hop after the first was sent
 	// replayable: the current hop's request may be sent more than once
 	// (retried, hedged): a safe method or an Idempotency-Key, and a body
 	// that can be produced again.
@@ -92,6 +103,12 @@ func (c *Client) call(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		b.Permit.Done()
 		return nil, err
+	}
+	if !cl.redirected {
+		resp.Request = &cl.own // never the attempt's, which may be lent
+	}
+	if cl.lent != nil {
+		b.Loan = cl.lent // back to the pool once the caller closed the body
 	}
 	return b.Wrap(resp), nil
 }

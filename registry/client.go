@@ -18,6 +18,7 @@ import (
 	"github.com/outbound-go/outbound/internal/redact"
 	"github.com/outbound-go/outbound/internal/redirect"
 	"github.com/outbound-go/outbound/internal/refusal"
+	"github.com/outbound-go/outbound/internal/request"
 	"github.com/outbound-go/outbound/internal/throttle"
 	"github.com/outbound-go/outbound/internal/transport"
 	"github.com/outbound-go/outbound/observe"
@@ -44,6 +45,7 @@ type Client struct {
 	toCircuit func(from, to gobreaker.State) // where the gobreaker's changes go when cb reports states; nil: the observers
 	throttle  *throttle.Throttle
 	faults    *faultInjector // drills only (OUTBOUND_FAULTS=on); nil: none
+	lend      request.Pool   // the requests of first attempts that carry X-Time-Budget
 
 	// pol is what a call reads of the settings: the system's policy and
 	// its routes', one immutable snapshot that a change of settings
@@ -168,6 +170,21 @@ func (c *Client) attemptBase(o *options, t *http.Transport) attemptStage {
 	return s
 }
 
+// bareTransport reports whether the system's attempts go to its transport
+// with no wrapper (WithTransportWrapper) and no tracer (observe.Tracer) in
+// between.
+func (c *Client) bareTransport() bool {
+	if c.opts.wrap != nil {
+		return false
+	}
+	for _, ob := range c.opts.observers {
+		if _, ok := ob.(observe.Tracer); ok {
+			return false
+		}
+	}
+	return true
+}
+
 // buildChain assembles the stages of policy p (the system's own, or one
 // of its routes') over base, inner to outer, from its settings: a stage
 // whose setting is off is not in the chain. The order is the pipeline's
@@ -185,7 +202,12 @@ func (c *Client) buildChain(pl *pool, p *route, quota Quota) callStage {
 		s = &rateStage{c: c, q: p.quota, next: s}
 	}
 	s = &breakerStage{c: c, cb: p.cb, next: s}
-	switch h := newHedgePolicy(p.cfg); {
+	h := newHedgePolicy(p.cfg)
+	// A first attempt's request is lent (internal/request.Lent) only when
+	// nothing can hold it after the call: no hedge (a losing copy may still
+	// be in flight), no tracer and no wrapper (code of the caller's).
+	p.lend = h == nil && c.bareTransport()
+	switch {
 	case h != nil:
 		s = &hedgeStage{c: c, cb: p.cb, policy: h, next: s}
 	case c.timed:
@@ -251,7 +273,10 @@ func (c *Client) HTTPClient() *http.Client {
 // must close the body, and the body is read under the call's deadline:
 // CALL_TIMEOUT, or the caller's remaining budget less 100ms if that is
 // sooner. Redirects followed by Do stay inside that one deadline and one
-// bulkhead permit.
+// bulkhead permit. The response's Request is the call's request (req with
+// its URL joined to BASE_URL, under the call's deadline), or the last
+// hop's after a redirect; each attempt sends a copy of it with its own
+// X-Time-Budget.
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
 	resp, err := c.entry.RoundTrip(req)
 	if err != nil {

@@ -24,6 +24,9 @@ func (s *redirectStage) handle(cl *call) (*http.Response, error) {
 	if err != nil || !s.policy.Redirected(resp) {
 		return resp, err
 	}
+	// The chain of hops keeps every request it saw: the first attempt's
+	// is not given back.
+	cl.lent = nil
 	resp, err = s.policy.Follow(first, resp, func(req *http.Request) (*http.Response, error) {
 		cl.hop(req)
 		return s.next.handle(cl)
@@ -44,6 +47,6 @@ func (s *redirectStage) handle(cl *call) (*http.Response, error) {
 func (cl *call) hop(req *http.Request) {
 	_, deadline := cl.ctx.Deadline()
 	cl.req = req
-	cl.fresh = false
+	cl.fresh, cl.redirected = false, true
 	cl.budgeted = deadline && !cl.route.cfg.OmitTimeBudget && origin.Same(req.URL, cl.c.base)
 }

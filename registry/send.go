@@ -19,6 +19,12 @@ type transportStage struct {
 func (s *transportStage) send(a *attempt) {
 	resp, err := s.rt.RoundTrip(a.req)
 	if err != nil {
+		// The transport may still read the request (net/http's
+		// RoundTripper contract): the call's lent one is not given back.
+		// (Read first: a hedge's copies run at once, and lend nothing.)
+		if a.call.lent != nil {
+			a.call.lent = nil
+		}
 		var te *transport.Error // classified already, for a tracer
 		if errors.As(err, &te) {
 			a.op, a.err = te.Op, te.Err

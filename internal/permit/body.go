@@ -25,6 +25,10 @@ var ErrReadAfterClose = errors.New("read on a closed response body")
 type Body[T any] struct {
 	Permit Permit
 	Call   T
+	// Loan, when set, is what the call lent its transport: it is given
+	// back (Return) once the caller has closed the body, when net/http's
+	// RoundTripper contract lets the request be reused.
+	Loan interface{ Return() }
 
 	rc     io.ReadCloser
 	resp   *http.Response // the response it is the body of: its trailers are checked at EOF
@@ -74,7 +78,7 @@ func (b *Body[T]) Read(p []byte) (int, error) {
 // connection of a body closed unread. A body that stalls is cut by
 // cancelling the call's context and costs its connection instead.
 func (b *Body[T]) Close() error {
-	b.closed.Store(true)
+	first := !b.closed.Swap(true)
 	var err error
 	if b.eof.Load() || b.Permit.Ctx().Err() != nil {
 		err = b.rc.Close()
@@ -82,7 +86,18 @@ func (b *Body[T]) Close() error {
 		err = drain.Close(b.rc, b.length, b.Permit.End)
 	}
 	b.Permit.Done()
+	if first {
+		b.giveBack()
+	}
 	return err
+}
+
+// giveBack returns the call's loan, once the body is closed.
+func (b *Body[T]) giveBack() {
+	if b.Loan != nil {
+		b.Loan.Return()
+		b.Loan = nil
+	}
 }
 
 // Wrap hands the call's permit to resp's body, or ends the call now when
@@ -96,6 +111,7 @@ func (b *Body[T]) Wrap(resp *http.Response) *http.Response {
 		}
 		resp.Body = http.NoBody
 		b.Permit.Done()
+		b.giveBack()
 		return resp
 	}
 	if s := b.Permit.Stream(); s != nil {

@@ -1,4 +1,4 @@
-// Package request makes the requests of a call: the copy of the
+// Package request makes the requests of a call: the call's copy of the
 // caller's request for its first hop, and each attempt's copy with
 // X-Time-Budget set to what is left of the call. The caller's request is
 // never written. It is internal: the registry's entry and its retry stage
@@ -10,91 +10,141 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"sync"
 
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/origin"
 )
 
-// First returns the call's copy of req for its first hop, under ctx (the
-// call's capped context), after the checks http.Client makes before its
-// RoundTripper (a URL, no RequestURI): a relative URL joined to base, a
-// URL's userinfo (base's, for a relative one) as Basic auth, and
-// X-Time-Budget set to what is left of ctx when the system receives one
-// (not omitBudget) and ctx has a deadline; otherwise without the header,
-// not even one the caller set. budgeted says whether it carries the
-// header, in a header map of the copy's own. One copy serves the call and
-// its first attempt.
-func First(ctx context.Context, req *http.Request, base *url.URL, omitBudget bool) (_ *http.Request, budgeted bool, _ error) {
+// First fills own with the call's copy of req for its first hop, under
+// ctx (the call's capped context), after the checks http.Client makes
+// before its RoundTripper (a URL, no RequestURI): a relative URL joined
+// to base, and a URL's userinfo (base's, for a relative one) as Basic
+// auth. With omitBudget the copy carries no X-Time-Budget, not even one
+// the caller set. Its header map is the caller's unless it had to change;
+// the attempts' X-Time-Budget goes on copies of their own ([Attempt]).
+// own is the caller's storage (the call's, which lives in its response
+// body), so that the copy costs no allocation of its own.
+func First(ctx context.Context, req *http.Request, base *url.URL, omitBudget bool, own *http.Request) error {
 	switch {
 	case req.URL == nil:
-		return nil, false, errors.New("http: nil Request.URL")
+		return errors.New("http: nil Request.URL")
 	case req.RequestURI != "":
-		return nil, false, errors.New("http: Request.RequestURI can't be set in client requests")
+		return errors.New("http: Request.RequestURI can't be set in client requests")
 	}
-	var r2 *http.Request
-	_, deadline := ctx.Deadline() // a stream's has none unless the caller's has
-	if budgeted = deadline && !omitBudget; budgeted {
-		r2 = WithBudget(ctx, req)
-	} else {
-		r2 = req.WithContext(ctx)
-	}
-	user := r2.URL.User
-	if r2.URL.Host == "" {
-		r2.URL = origin.Resolve(base, r2.URL)
+	// WithContext inlines: its copy stays on the stack.
+	*own = *req.WithContext(ctx)
+	user := own.URL.User
+	if own.URL.Host == "" {
+		own.URL = origin.Resolve(base, own.URL)
 		user = base.User
 	}
-	if (user != nil && r2.Header.Get("Authorization") == "") || r2.Header == nil ||
-		(omitBudget && r2.Header.Get(capbudget.Header) != "") {
-		if !budgeted { // the header map is still the caller's
-			r2.Header = r2.Header.Clone()
-			if r2.Header == nil {
-				r2.Header = make(http.Header)
-			}
+	if (user != nil && own.Header.Get("Authorization") == "") || own.Header == nil ||
+		(omitBudget && own.Header.Get(capbudget.Header) != "") {
+		// The header map is the caller's: change a copy.
+		own.Header = own.Header.Clone()
+		if own.Header == nil {
+			own.Header = make(http.Header)
 		}
-		origin.BasicAuth(r2.Header, user)
+		origin.BasicAuth(own.Header, user)
 		// The system never receives the header unless it is ours, not
 		// even one the caller set (a third party has no use for our
 		// budget).
 		if omitBudget {
-			r2.Header.Del(capbudget.Header)
+			own.Header.Del(capbudget.Header)
 		}
 	}
-	return r2, budgeted, nil
+	return nil
 }
 
-// budgeted is an attempt's shallow copy of the call's request, allocated
-// together with its X-Time-Budget value slice.
-type budgeted struct {
-	req    http.Request
-	budget [1]string
+// Lent is the request of a call's first attempt when it carries
+// X-Time-Budget: a copy of the call's request with a header map of its
+// own, lent by a [Pool] so that the map is not made anew for every call.
+//
+// It goes back to its pool ([Lent.Return]) only once no one can read it:
+// net/http's RoundTripper contract lets the caller of RoundTrip reuse a
+// request once the response's body has been closed, and before that a
+// transport may read it from another goroutine. So the registry returns it
+// when the caller has closed the body of the call's answer, and only when
+// the request went to no one but the system's own transport (no tracer,
+// no wrapper, no hedge), every attempt sent with it got a response, and
+// the call's answer does not point at it (its Request is the call's own).
+// Any other end leaves it to the garbage collector.
+type Lent struct {
+	Req    http.Request
+	header http.Header // Req's, kept across loans
+	budget [1]string   // X-Time-Budget's value slice
+	pool   *Pool
+}
+
+// Pool lends the requests of first attempts ([Lent]). Its zero value is
+// ready for use; it is safe for concurrent use.
+type Pool struct{ p sync.Pool }
+
+// Attempt returns the request of the first attempt of a call whose
+// request is own, with X-Time-Budget set to what is left of ctx: a copy of
+// own under ctx with a header map of its own (own's values shared). With a
+// pool, the copy is lent by it ([Lent]); with none, it is made anew: the
+// copy and the value slice of the header in one allocation, the map in
+// two more. The value's string is one more either way.
+func Attempt(ctx context.Context, own *http.Request, pool *Pool) (*http.Request, *Lent) {
+	var l *Lent
+	if pool != nil {
+		l, _ = pool.p.Get().(*Lent)
+	}
+	if l == nil {
+		l = &Lent{pool: pool}
+	}
+	l.Req = *own
+	l.Req.Header = l.header
+	if l.header == nil {
+		l.Req.Header = make(http.Header, len(own.Header)+1)
+	}
+	for k, v := range own.Header {
+		l.Req.Header[k] = v
+	}
+	setBudget(ctx, l.Req.Header, &l.budget)
+	if pool == nil {
+		return &l.Req, nil
+	}
+	l.header = l.Req.Header
+	return &l.Req, l
+}
+
+// Return gives l back to its pool: no one reads l.Req any more.
+func (l *Lent) Return() {
+	clear(l.header)
+	l.budget[0] = ""
+	l.Req = http.Request{}
+	l.pool.p.Put(l)
 }
 
 // WithBudget copies req under ctx with a copy of its header map (values
 // shared), so that the attempt's headers can be set without touching the
-// caller's request, and sets X-Time-Budget in it to what is left of ctx.
-// The copy and the header's value slice are one allocation, the map and
-// the value's string two more.
+// call's request, and sets X-Time-Budget in it to what is left of ctx:
+// the request of an attempt other than the first (a retry, a redirect's
+// hop). The copy and the header's value slice are one allocation, the map
+// and the value's string two more.
+func WithBudget(ctx context.Context, req *http.Request) *http.Request {
+	r, _ := Attempt(ctx, req.WithContext(ctx), nil)
+	return r
+}
+
+// setBudget sets X-Time-Budget in h to what is left of ctx, in the value
+// slice v.
 //
-// The value was once a string over the copy's own bytes
+// The value was once a string over the request's own bytes
 // (unsafe.String), one allocation less; it is strconv's again: on the
 // registry's BenchmarkCall (-count 5, 20000 calls) unsafe saved exactly
 // 1 allocation per call (86 -> 85 at 1 and 16 in flight, 87 -> 86 at 64;
 // raw net/http 85/85/86) and no throughput beyond the noise, short of
 // what a rewrite of the standard library must earn (3 % or 2
 // allocations).
-func WithBudget(ctx context.Context, req *http.Request) *http.Request {
-	// WithContext inlines: its copy stays on the stack.
-	a := &budgeted{req: *req.WithContext(ctx)}
-	h := make(http.Header, len(req.Header)+1)
-	for k, v := range req.Header {
-		h[k] = v
-	}
+func setBudget(ctx context.Context, h http.Header, v *[1]string) {
 	var digits [20]byte
-	v, _ := capbudget.AppendHeaderValue(ctx, digits[:0])
-	a.budget[0] = string(v)
-	h[capbudget.Header] = a.budget[:]
-	a.req.Header = h
-	return &a.req
+	b, _ := capbudget.AppendHeaderValue(ctx, digits[:0])
+	v[0] = string(b)
+	h[capbudget.Header] = v[:]
 }
 
 // Copy copies req for another attempt sent beside it (a hedge): its own
