@@ -35,23 +35,11 @@ func TestRouteOwnBreakerIsSharedByTheFleet(t *testing.T) {
 		"PAYMENTS_ROUTES": "export", "PAYMENTS_ROUTE_EXPORT_MATCH": "GET /exports/{id}",
 		"PAYMENTS_ROUTE_EXPORT_BREAKER": "own",
 	})
-	call := func(c *registry.Client, path string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
-		resp, err := c.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return nil
-	}
 	// Two failures on each pod: neither pod alone has the four attempts
 	// the breaker needs, the fleet has.
 	for range 2 {
 		for _, p := range pods {
-			if err := call(p.c, "/exports/1"); err != nil {
+			if err := routeGet(p.c, "/exports/1"); err != nil {
 				t.Fatalf("export: %v", err)
 			}
 		}
@@ -66,11 +54,11 @@ func TestRouteOwnBreakerIsSharedByTheFleet(t *testing.T) {
 	})
 	sent := exports.Load()
 	for _, p := range pods {
-		if err := call(p.c, "/exports/2"); !errors.Is(err, registry.ErrCircuitOpen) {
+		if err := routeGet(p.c, "/exports/2"); !errors.Is(err, registry.ErrCircuitOpen) {
 			t.Errorf("export on an open route: %v, want ErrCircuitOpen", err)
 		}
 		for range 3 {
-			if err := call(p.c, "/charges/1"); err != nil {
+			if err := routeGet(p.c, "/charges/1"); err != nil {
 				t.Errorf("another route beside the open export: %v", err)
 			}
 		}
@@ -112,18 +100,6 @@ func TestRouteRateLimitIsSharedByTheFleet(t *testing.T) {
 		}
 		return true
 	})
-	call := func(c *registry.Client, path string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
-		resp, err := c.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return nil
-	}
 	var refused, otherRefused, otherSent atomic.Int64
 	ctx, stop := context.WithTimeout(context.Background(), 3*time.Second)
 	defer stop()
@@ -133,7 +109,7 @@ func TestRouteRateLimitIsSharedByTheFleet(t *testing.T) {
 		for range 4 {
 			wg.Go(func() {
 				for ctx.Err() == nil {
-					if err := call(p.c, "/search"); errors.Is(err, registry.ErrRateLimited) {
+					if err := routeGet(p.c, "/search"); errors.Is(err, registry.ErrRateLimited) {
 						refused.Add(1)
 						time.Sleep(time.Millisecond) // a refusal costs no I/O: do not spin
 					} else if err != nil {
@@ -145,7 +121,7 @@ func TestRouteRateLimitIsSharedByTheFleet(t *testing.T) {
 		}
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				switch err := call(p.c, "/charges/1"); {
+				switch err := routeGet(p.c, "/charges/1"); {
 				case errors.Is(err, registry.ErrRateLimited):
 					otherRefused.Add(1)
 				case err != nil:
@@ -172,4 +148,19 @@ func TestRouteRateLimitIsSharedByTheFleet(t *testing.T) {
 	if otherRefused.Load() != 0 || otherSent.Load() == 0 {
 		t.Errorf("the system's other calls: %d refused, %d sent; want none refused: only the route is limited", otherRefused.Load(), otherSent.Load())
 	}
+}
+
+// routeGet sends GET path through c, bounded by 5s, and reads and closes
+// the answer.
+func routeGet(c *registry.Client, path string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return nil
 }

@@ -1,14 +1,11 @@
 package registry
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,37 +13,8 @@ import (
 	"github.com/outbound-go/outbound/observe"
 )
 
-// logBuffer is a bytes.Buffer safe for a handler's writes and the test's
-// reads.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *logBuffer) records(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(b.b.String()))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("record %q is not JSON: %v", sc.Text(), err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-func newTestLogObserver(level slog.Level) (*logObserver, *logBuffer) {
-	var buf logBuffer
+func newTestLogObserver(level slog.Level) (*logObserver, *lockedBuffer) {
+	var buf lockedBuffer
 	return newLogObserver(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level}))), &buf
 }
 
@@ -60,7 +28,7 @@ func TestAttemptRecordsUseOpenTelemetryNames(t *testing.T) {
 		Route: "/stock/{isbn}", Attempt: 2, Status: 503, Duration: 1500 * time.Microsecond, Outcome: observe.OutcomeRetry})
 	o.ObserveAttempt(observe.AttemptEvent{System: "inv", Method: "GET", Host: "inv.internal", Path: "/raw/1",
 		Attempt: 1, Op: observe.OpConnect, Err: errors.New("connection refused"), Outcome: observe.OutcomeRetry})
-	recs := buf.records(t)
+	recs := logTestRecords(t, buf)
 	if len(recs) != 2 {
 		t.Fatalf("%d records, want 2", len(recs))
 	}
@@ -104,7 +72,7 @@ func TestLogRecordLevels(t *testing.T) {
 	o.ObserveCall(observe.CallEvent{System: "inv", Op: observe.OpBudget, Err: errors.New("budget spent"), Outcome: observe.OutcomeBudgetSpent})
 	o.ObserveBreaker("inv", observe.BreakerOpen, observe.BreakerHalfOpen)
 	var got []string
-	for _, m := range buf.records(t) {
+	for _, m := range logTestRecords(t, buf) {
 		got = append(got, str(m["level"])+" "+str(m["msg"])+" "+str(m["outbound.outcome"])+str(m["outbound.breaker.to"]))
 	}
 	want := []string{"INFO " + logMsgAttempt + " retry", "INFO " + logMsgRefused + " budget_spent", "WARN " + logMsgBreaker + " half-open"}
@@ -133,7 +101,7 @@ func TestRefusalsAreSampledPerSystemAndReason(t *testing.T) {
 			refuse("pay", observe.OutcomeBreakerOpen, observe.OpBreaker) // the first carries 999
 		}
 		o.ObserveBreaker("pay", observe.BreakerOpen, observe.BreakerHalfOpen) // closes with 9
-		recs := buf.records(t)
+		recs := logTestRecords(t, buf)
 		var got []string
 		for _, m := range recs {
 			n, _ := m["outbound.suppressed"].(float64)
@@ -168,7 +136,7 @@ func TestASuccessEndsABurst(t *testing.T) {
 		}
 		o.ObserveCall(observe.CallEvent{System: "inv", Attempts: 1, Outcome: observe.OutcomeOK}) // another system: nothing
 		o.ObserveCall(observe.CallEvent{System: "pay", Attempts: 1, Outcome: observe.OutcomeOK})
-		recs := buf.records(t)
+		recs := logTestRecords(t, buf)
 		if len(recs) != 2 || recs[1]["msg"] != logMsgSuppressed || recs[1]["outbound.suppressed"] != 4.0 {
 			t.Fatalf("records %v, want the first refusal and a count of 4", recs)
 		}
