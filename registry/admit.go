@@ -131,7 +131,7 @@ func (c *Client) begin(b *body, req *http.Request, p *route, capped bool) {
 func (c *Client) prepare(req *http.Request, cl *call) error {
 	cl.req = req // until the call has its own: what a failure names
 	omit := cl.route.cfg.OmitTimeBudget
-	if err := request.First(cl.ctx, req, c.base, omit, &cl.own); err != nil {
+	if err := request.First(cl.ctx, req, request.Target{Base: c.base, OmitBudget: omit}, &cl.own); err != nil {
 		return cl.fail(observe.OpRequest, 0, err)
 	}
 	cl.req = &cl.own

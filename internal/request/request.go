@@ -16,16 +16,25 @@ import (
 	"github.com/outbound-go/outbound/internal/origin"
 )
 
+// Target is where a call's requests go: BASE_URL, which a relative URL
+// joins, and whether the system receives no X-Time-Budget
+// (OMIT_TIME_BUDGET).
+type Target struct {
+	Base       *url.URL
+	OmitBudget bool
+}
+
 // First fills own with the call's copy of req for its first hop, under
 // ctx (the call's capped context), after the checks http.Client makes
 // before its RoundTripper (a URL, no RequestURI): a relative URL joined
-// to base, and a URL's userinfo (base's, for a relative one) as Basic
-// auth. With omitBudget the copy carries no X-Time-Budget, not even one
+// to to.Base, and a URL's userinfo (to.Base's, for a relative one) as Basic
+// auth. With to.OmitBudget the copy carries no X-Time-Budget, not even one
 // the caller set. Its header map is the caller's unless it had to change;
 // the attempts' X-Time-Budget goes on copies of their own ([Attempt]).
 // own is the caller's storage (the call's, which lives in its response
 // body), so that the copy costs no allocation of its own.
-func First(ctx context.Context, req *http.Request, base *url.URL, omitBudget bool, own *http.Request) error {
+func First(ctx context.Context, req *http.Request, to Target, own *http.Request) error {
+	base, omitBudget := to.Base, to.OmitBudget
 	switch {
 	case req.URL == nil:
 		return errors.New("http: nil Request.URL")
