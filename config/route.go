@@ -208,24 +208,60 @@ func loadRoutes(l *Loaded, s System, env map[string]string, systemOK bool) []Pro
 	return probs
 }
 
+// routeLoad is the loading of one route of system l: the route, the
+// route as a system of its own (t, for the system's rules: the sources
+// of the fields the route sets are stronger than any of the system's, so
+// that a broken comparison is reported on the route's variable, never on
+// a system variable the route did not set), the source of each setting
+// it sets (by suffix), the fields that did not parse, and the problems.
+type routeLoad struct {
+	l     *Loaded
+	lr    LoadedRoute
+	t     Loaded
+	set   map[string]Source
+	bad   map[string]bool
+	probs []Problem
+}
+
 // loadRoute reads route r of system l: its code settings, then its
 // variables, then the system's rules over the result.
 func loadRoute(l *Loaded, r Route, env map[string]string, systemOK bool) (LoadedRoute, []Problem) {
-	lr := LoadedRoute{Name: r.Name, Prefix: l.Prefix + "_" + routeInfix + Prefix(r.Name), Match: r.Match,
-		Client: l.Client, Idempotent: r.Idempotent, OwnBreaker: r.Breaker == "own"}
-	lr.Client.RateLimit = "0"
-	// t is the route as a system of its own, for the system's rules: the
-	// sources of the fields the route sets are stronger than any of the
-	// system's, so that a broken comparison is reported on the route's
-	// variable, never on a system variable the route did not set.
-	t := Loaded{Name: l.Name, Prefix: lr.Prefix, fleetRedis: l.fleetRedis,
+	rl := &routeLoad{l: l, set: map[string]Source{}, bad: map[string]bool{},
+		lr: LoadedRoute{Name: r.Name, Prefix: l.Prefix + "_" + routeInfix + Prefix(r.Name), Match: r.Match,
+			Client: l.Client, Idempotent: r.Idempotent, OwnBreaker: r.Breaker == "own"}}
+	rl.lr.Client.RateLimit = "0"
+	rl.t = Loaded{Name: l.Name, Prefix: rl.lr.Prefix, fleetRedis: l.fleetRedis,
 		sources: slices.Clone(l.sources), raw: make([]string, len(fields().all))}
-	for i := range t.sources {
-		t.raw[i] = l.shown(&fields().all[i])
+	for i := range rl.t.sources {
+		rl.t.raw[i] = l.shown(&fields().all[i])
 	}
-	set := map[string]Source{} // route setting suffix -> source
-	var probs []Problem
-	cv := reflect.ValueOf(&lr.Client).Elem()
+	code := routeCode(r)
+	for _, rs := range routeSettings {
+		text, src := code[rs.suffix], FromCode
+		if v, ok := env[rl.lr.Prefix+"_"+rs.suffix]; ok {
+			text, src = v, FromEnv
+		} else if _, ok := code[rs.suffix]; !ok {
+			continue
+		}
+		rl.read(rs, text, src)
+	}
+	if rl.lr.Match == "" {
+		src, ok := rl.set["MATCH"]
+		if !ok {
+			src = FromBaseline
+		}
+		rl.probs = append(rl.probs, Problem{System: l.Name, Var: rl.lr.Prefix + "_MATCH", Source: src,
+			Rule: fmt.Sprintf("route %q needs a pattern: the method and path it covers, e.g. POST /v1/charges", r.Name)})
+	}
+	if systemOK {
+		rl.check()
+	}
+	return rl.lr, rl.probs
+}
+
+// routeCode is what the code declares of route r, as variables would
+// spell it (suffix -> text).
+func routeCode(r Route) map[string]string {
 	code := map[string]string{}
 	if r.ReadTimeout != 0 {
 		code["READ_TIMEOUT"] = r.ReadTimeout.String()
@@ -248,56 +284,42 @@ func loadRoute(l *Loaded, r Route, env map[string]string, systemOK bool) (Loaded
 	if r.Match != "" {
 		code["MATCH"] = r.Match
 	}
-	bad := map[string]bool{}
-	for _, rs := range routeSettings {
-		text, src := code[rs.suffix], FromCode
-		if v, ok := env[lr.Prefix+"_"+rs.suffix]; ok {
-			text, src = v, FromEnv
-		} else if _, ok := code[rs.suffix]; !ok {
-			continue
+	return code
+}
+
+// read sets the route's setting rs from text, given at src.
+func (rl *routeLoad) read(rs routeSetting, text string, src Source) {
+	rl.set[rs.suffix] = src
+	name := rl.lr.Prefix + "_" + rs.suffix
+	problem := func(rule string) {
+		rl.probs = append(rl.probs, Problem{System: rl.l.Name, Var: name, Value: clip(text, 200), Source: src, Rule: rule})
+	}
+	switch rs.suffix {
+	case "MATCH":
+		rl.lr.Match = strings.TrimSpace(text)
+	case "IDEMPOTENT":
+		b, err := strconv.ParseBool(strings.TrimSpace(text))
+		if err != nil {
+			problem("not a boolean (true or false)")
 		}
-		set[rs.suffix] = src
-		name := lr.Prefix + "_" + rs.suffix
-		switch rs.suffix {
-		case "MATCH":
-			lr.Match = strings.TrimSpace(text)
-		case "IDEMPOTENT":
-			b, err := strconv.ParseBool(strings.TrimSpace(text))
-			if err != nil {
-				probs = append(probs, Problem{System: l.Name, Var: name, Value: clip(text, 200), Source: src, Rule: "not a boolean (true or false)"})
-			}
-			lr.Idempotent = b
-		case "BREAKER":
-			switch strings.TrimSpace(text) {
-			case "system":
-				lr.OwnBreaker = false
-			case "own":
-				lr.OwnBreaker = true
-			default:
-				probs = append(probs, Problem{System: l.Name, Var: name, Value: clip(text, 200), Source: src, Rule: "must be one of: system, own"})
-			}
+		rl.lr.Idempotent = b
+	case "BREAKER":
+		switch strings.TrimSpace(text) {
+		case "system":
+			rl.lr.OwnBreaker = false
+		case "own":
+			rl.lr.OwnBreaker = true
 		default:
-			f := fields().byGoName[rs.goName]
-			t.sources[f.index], t.raw[f.index] = fromRoute, clip(text, 200)
-			if msg := parseInto(cv.Field(f.index), f, text); msg != "" {
-				bad[f.goName] = true
-				probs = append(probs, Problem{System: l.Name, Var: name, Value: clip(text, 200), Source: src, Rule: msg})
-			}
+			problem("must be one of: system, own")
+		}
+	default:
+		f := fields().byGoName[rs.goName]
+		rl.t.sources[f.index], rl.t.raw[f.index] = fromRoute, clip(text, 200)
+		if msg := parseInto(reflect.ValueOf(&rl.lr.Client).Elem().Field(f.index), f, text); msg != "" {
+			rl.bad[f.goName] = true
+			problem(msg)
 		}
 	}
-	if lr.Match == "" {
-		src, ok := set["MATCH"]
-		if !ok {
-			src = FromBaseline
-		}
-		probs = append(probs, Problem{System: l.Name, Var: lr.Prefix + "_MATCH", Source: src,
-			Rule: fmt.Sprintf("route %q needs a pattern: the method and path it covers, e.g. POST /v1/charges", r.Name)})
-	}
-	if !systemOK {
-		return lr, probs
-	}
-	probs = append(probs, checkRoute(l, &t, lr, set, bad)...)
-	return lr, probs
 }
 
 // fromRoute marks, for the rules, a field a route sets: stronger than any
@@ -305,30 +327,29 @@ func loadRoute(l *Loaded, r Route, env map[string]string, systemOK bool) (Loaded
 // reported on the route's variable.
 const fromRoute Source = FromEnv + 1
 
-// checkRoute judges the settings of lr with the system's rules, and its
-// own limit against the system's.
-func checkRoute(l *Loaded, t *Loaded, lr LoadedRoute, set map[string]Source, bad map[string]bool) []Problem {
-	t.Client = lr.Client
+// check judges the route's settings with the system's rules, and its own
+// limit against the system's.
+func (rl *routeLoad) check() {
+	l, lr := rl.l, rl.lr
+	rl.t.Client = lr.Client
 	if lr.Client.RateLimit == "0" {
-		t.Client.RateLimit = l.Client.RateLimit // no limit of its own: nothing to judge
+		rl.t.Client.RateLimit = l.Client.RateLimit // no limit of its own: nothing to judge
 	}
-	var probs []Problem
-	for _, p := range check(t, bad) {
+	for _, p := range check(&rl.t, rl.bad) {
 		suffix := strings.TrimPrefix(p.Var, lr.Prefix+"_")
-		src, ok := set[suffix]
+		src, ok := rl.set[suffix]
 		if !ok || routeSettingOf(suffix) == nil {
 			continue // a rule the system's own settings break: reported on the system
 		}
 		p.Source = src
-		probs = append(probs, p)
+		rl.probs = append(rl.probs, p)
 	}
-	if own := lr.Rate(); own.Limited() && !bad["RateLimit"] {
+	if own := lr.Rate(); own.Limited() && !rl.bad["RateLimit"] {
 		if sys := l.Client.Rate(); sys.Limited() && own.PerSecond() > sys.PerSecond() {
-			probs = append(probs, Problem{System: l.Name, Var: lr.Prefix + "_RATE_LIMIT", Value: lr.Client.RateLimit, Source: set["RATE_LIMIT"],
+			rl.probs = append(rl.probs, Problem{System: l.Name, Var: lr.Prefix + "_RATE_LIMIT", Value: lr.Client.RateLimit, Source: rl.set["RATE_LIMIT"],
 				Rule: "must be at most the system's RATE_LIMIT (= " + l.Client.RateLimit + "): a route's limit is inside its system's"})
 		}
 	}
-	return probs
 }
 
 // checkPatterns checks every route's MATCH: a ServeMux pattern, without
