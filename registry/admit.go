@@ -86,7 +86,7 @@ func (c *Client) admit(req *http.Request, p *route) (*body, error) {
 // budget is the budget stage: the call's deadline is its policy's
 // CALL_TIMEOUT (callTimeout), or
 // the caller's remaining budget less the reserve if that is sooner
-// (capped), in the capped context (callCtx) of the body that will carry
+// (capped), in the capped context of the body that will carry
 // the permit.
 func (c *Client) budget(ctx context.Context, callTimeout time.Duration) (_ *body, capped bool) {
 	b := &body{}
@@ -115,7 +115,7 @@ func (c *Client) begin(b *body, req *http.Request, p *route, capped bool) {
 	if idle, ok := stream.Idle(req.Context()); ok {
 		b.Permit.StartStream(stream.Start(req.Context(), p.cfg.CallTimeout, idle))
 	}
-	b.Permit.Watch(req.Context())
+	b.Permit.Watch()
 	b.Call = call{c: c, route: p, ctx: b.Permit.Ctx()}
 	b.Call.attempt.call = &b.Call
 	if c.timed {

@@ -3,10 +3,12 @@ package permit
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"go.uber.org/goleak"
 )
@@ -15,12 +17,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var errOwnCause = errors.New("caller's own cause")
 
-// TestCallContextEndsAsCapWithsWould checks that the call's context
-// (callCtx, one timer instead of CapWith's WithDeadlineCause plus a
-// context.AfterFunc) ends as CapWith's would: at its deadline with context.DeadlineExceeded and its
-// cause, for it and for a context derived from it; when the caller
-// cancels, with the caller's error and cause; and not before.
-func TestCallContextEndsAsCapWithsWould(t *testing.T) {
+// TestPermitComesBackWhenTheCallsContextEnds checks that a held permit
+// goes back to its bulkhead when the call's context ends, and not
+// before: at its deadline, with context.DeadlineExceeded and the
+// deadline's cause, or when the caller cancels, with the caller's error
+// and cause; a context derived from the call's sees the same cause.
+func TestPermitComesBackWhenTheCallsContextEnds(t *testing.T) {
 	tests := []struct {
 		name      string
 		end       func(cancelParent context.CancelCauseFunc) // what ends the call; nil: its deadline
@@ -34,22 +36,29 @@ func TestCallContextEndsAsCapWithsWould(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
+				bh, err := bulkhead.New(1, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
 				parent, cancelParent := context.WithCancelCause(context.Background())
 				defer cancelParent(nil)
-				var cc callCtx
-				cc.start(parent, time.Second, capbudget.ErrCallTimeout)
-				defer cc.cancel(nil)
-				timer := time.AfterFunc(time.Second, cc.expire)
-				defer timer.Stop()
-				child, cancelChild := context.WithCancel(&cc)
+				var p Permit
+				p.Start(&Owner{Bulkhead: bh, Closed: new(atomic.Bool)}, parent, time.Second, capbudget.ErrCallTimeout)
+				defer p.Done()
+				if !bh.TryAcquire() {
+					t.Fatal("bulkhead full at start")
+				}
+				p.Watch()
+				ctx := p.Ctx()
+				child, cancelChild := context.WithCancel(ctx)
 				defer cancelChild()
-				if dl, ok := cc.Deadline(); !ok || !dl.Equal(time.Now().Add(time.Second)) {
+				if dl, ok := ctx.Deadline(); !ok || !dl.Equal(time.Now().Add(time.Second)) {
 					t.Fatalf("Deadline() = %v, %v; want now+1s", dl, ok)
 				}
 				time.Sleep(999 * time.Millisecond)
 				synctest.Wait()
-				if cc.Err() != nil || child.Err() != nil {
-					t.Fatalf("ended before its deadline: %v, child %v", cc.Err(), child.Err())
+				if ctx.Err() != nil || bh.InFlight() != 1 {
+					t.Fatalf("ended before its deadline: Err %v, in flight %d", ctx.Err(), bh.InFlight())
 				}
 				if tt.end != nil {
 					tt.end(cancelParent)
@@ -57,19 +66,17 @@ func TestCallContextEndsAsCapWithsWould(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 				synctest.Wait()
-				if err := cc.Err(); err != tt.wantErr {
+				if err := ctx.Err(); err != tt.wantErr {
 					t.Errorf("Err() = %v, want %v", err, tt.wantErr)
 				}
-				if c := context.Cause(&cc); c != tt.wantCause {
+				if c := context.Cause(ctx); c != tt.wantCause {
 					t.Errorf("Cause = %v, want %v", c, tt.wantCause)
 				}
 				if child.Err() == nil || context.Cause(child) != tt.wantCause {
 					t.Errorf("derived context: Err %v, Cause %v; want ended with cause %v", child.Err(), context.Cause(child), tt.wantCause)
 				}
-				select {
-				case <-cc.Done():
-				default:
-					t.Error("Done() not closed")
+				if n := bh.InFlight(); n != 0 {
+					t.Errorf("permits in flight after the context ended = %d, want 0", n)
 				}
 			})
 		})
