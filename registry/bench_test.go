@@ -148,6 +148,31 @@ func BenchmarkCall(b *testing.B) {
 	}
 }
 
+// BenchmarkCallRedirected is a GET answered with a 307 to the same
+// origin and then 200, followed through a registry client (net/http's
+// redirect rules, through the pipeline) and through a raw net/http
+// client, one call in flight.
+func BenchmarkCallRedirected(b *testing.B) {
+	for _, client := range []string{"raw", "registry"} {
+		b.Run(client, func(b *testing.B) {
+			srv := outboundtest.NewUpstream(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/from" {
+					http.Redirect(w, r, "/item", http.StatusTemporaryRedirect)
+					return
+				}
+				benchOK(w, r)
+			}))
+			_, c := benchRegistry(b, srv.URL, "MAX_CONCURRENT", "64")
+			do := c.Do
+			if client == "raw" {
+				do = benchRawClient(b, c.Config()).Do
+			}
+			b.ReportAllocs()
+			benchWorkers(b, 1, func() error { return benchGet(do, srv.URL+"/from") })
+		})
+	}
+}
+
 // benchReject runs c.Do(req) in a loop and checks that every call fails
 // with an error matching want.
 func benchReject(b *testing.B, c *Client, req *http.Request, want error) {

@@ -16,7 +16,6 @@ import (
 	"github.com/outbound-go/outbound/internal/policy"
 	"github.com/outbound-go/outbound/internal/ratelimit"
 	"github.com/outbound-go/outbound/internal/redact"
-	"github.com/outbound-go/outbound/internal/redirect"
 	"github.com/outbound-go/outbound/internal/refusal"
 	"github.com/outbound-go/outbound/internal/request"
 	"github.com/outbound-go/outbound/internal/throttle"
@@ -214,8 +213,8 @@ func (c *Client) buildChain(pl *pool, p *route, quota Quota) callStage {
 		s = &reportStage{c: c, next: s}
 	}
 	var cs callStage = &retryStage{c: c, retries: p.cfg.Retries, idempotent: p.idempotent, next: s}
-	if rp := redirect.New(p.cfg.FollowRedirects, p.cfg.MaxRedirects, c.base); p.cfg.FollowRedirects != "none" {
-		cs = &redirectStage{policy: rp, next: cs}
+	if p.cfg.FollowRedirects != "none" {
+		cs = &redirectStage{mode: p.cfg.FollowRedirects, limit: p.cfg.MaxRedirects, base: c.base, next: cs}
 	}
 	if c.bh.Adaptive() {
 		cs = &adaptiveStage{bh: c.bh, next: cs}

@@ -393,9 +393,8 @@ func (s *followServer) take() []followHop {
 // GetBody: a body that cannot be sent again.
 type onlyReader struct{ io.Reader }
 
-// The registry's own redirect engine (internal/redirect: http.Client's
-// costs four allocations per call) follows a same-origin redirect exactly
-// as http.Client does: the method after 301/302/303 and
+// A same-origin redirect is followed through Do exactly as a plain
+// http.Client follows it: the method after 301/302/303 and
 // 307/308, the body replayed or dropped, the body's headers dropped with
 // it, the other headers copied, Referer set, a 307 of a body without
 // GetBody and a 3xx without Location returned as they are. Every hop the
