@@ -9,10 +9,7 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/breaker"
-	"github.com/outbound-go/outbound/internal/origin"
 	"github.com/outbound-go/outbound/internal/redact"
-	"github.com/outbound-go/outbound/internal/request"
-	"github.com/outbound-go/outbound/internal/stream"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/sony/gobreaker/v2"
 )
@@ -28,11 +25,11 @@ func (c *Client) refuse(req *http.Request, p *route) error {
 	switch {
 	case c.closed.Load():
 		return &Error{System: c.name, Op: observe.OpClosed, Err: ErrClosed}
-	case req.URL != nil && req.URL.Host == "" && origin.EscapesBase(req.URL.Path):
+	case req.URL != nil && req.URL.Host == "" && escapesBase(req.URL.Path):
 		return &Error{System: c.name, Op: observe.OpRequest, Method: req.Method, Err: ErrPathEscapesBase}
-	case req.URL != nil && req.URL.Host != "" && !origin.Same(req.URL, c.base):
+	case req.URL != nil && req.URL.Host != "" && !sameOrigin(req.URL, c.base):
 		return &Error{System: c.name, Op: observe.OpRequest, Method: req.Method, URL: redact.Request(req),
-			Err: &originError{got: origin.String(req.URL), base: origin.String(c.base)}}
+			Err: &originError{got: urlString(req.URL), base: urlString(c.base)}}
 	}
 	ctx := req.Context()
 	if err := capbudget.Check(ctx, capbudget.DefaultReserve); err != nil {
@@ -111,9 +108,9 @@ func (c *Client) begin(b *body, req *http.Request, p *route, capped bool) {
 		c.stats.capped.Add(1)
 	}
 	now := time.Now()
-	c.throttle.Call(now)
-	if idle, ok := stream.Idle(req.Context()); ok {
-		b.Permit.StartStream(stream.Start(req.Context(), p.cfg.CallTimeout, idle))
+	c.retryBudget.Call(now)
+	if idle, ok := streamIdle(req.Context()); ok {
+		b.Permit.StartStream(startStream(req.Context(), p.cfg.CallTimeout, idle))
 	}
 	b.Permit.Watch()
 	b.Call = call{c: c, route: p, ctx: b.Permit.Ctx()}
@@ -126,21 +123,21 @@ func (c *Client) begin(b *body, req *http.Request, p *route, capped bool) {
 // prepare makes the call's own copy of req for its first hop, under the
 // call's capped context, and the request of its first attempt, which
 // carries X-Time-Budget when the system receives one and the call has a
-// deadline (internal/request), or fails the call on a request
+// deadline (request.go), or fails the call on a request
 // http.Client would refuse too.
 func (c *Client) prepare(req *http.Request, cl *call) error {
 	cl.req = req // until the call has its own: what a failure names
 	omit := cl.route.cfg.OmitTimeBudget
-	if err := request.First(cl.ctx, req, request.Target{Base: c.base, OmitBudget: omit}, &cl.own); err != nil {
+	if err := firstRequest(cl.ctx, req, requestTarget{Base: c.base, OmitBudget: omit}, &cl.own); err != nil {
 		return cl.fail(observe.OpRequest, 0, err)
 	}
 	cl.req = &cl.own
 	if _, deadline := cl.ctx.Deadline(); deadline && !omit { // a stream's has none unless the caller's has
-		var pool *request.Pool
+		var pool *requestPool
 		if cl.route.lend {
 			pool = &c.lend
 		}
-		cl.req, cl.lent = request.Attempt(cl.ctx, &cl.own, pool)
+		cl.req, cl.lent = attemptRequest(cl.ctx, &cl.own, pool)
 		cl.budgeted, cl.fresh = true, true
 	}
 	return nil

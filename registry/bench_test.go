@@ -26,7 +26,6 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/config"
-	"github.com/outbound-go/outbound/internal/transport"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
 )
@@ -60,10 +59,10 @@ func benchRegistry(b *testing.B, baseURL string, extra ...string) (*Registry, *C
 
 // benchRawClient is the raw baseline: a net/http client over the
 // transport the registry builds for a system with the same settings
-// (internal/transport), and http.Client.Timeout = CALL_TIMEOUT. Its idle
+// (transport.go), and http.Client.Timeout = CALL_TIMEOUT. Its idle
 // connections are closed in b.Cleanup.
 func benchRawClient(b *testing.B, c config.Client) *http.Client {
-	t := transport.New(c, nil)
+	t := newTransport(c, nil)
 	b.Cleanup(t.CloseIdleConnections)
 	return &http.Client{Transport: t, Timeout: c.CallTimeout}
 }

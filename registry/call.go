@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/outbound-go/outbound/internal/permit"
-	"github.com/outbound-go/outbound/internal/request"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -20,15 +18,15 @@ type call struct {
 	req   *http.Request   // the request of the current hop, under ctx
 	ctx   context.Context // the call's capped context (the admit stage's)
 	start time.Time       // when the call was admitted; zero unless c.timed
-	// own is the call's request (internal/request.First): the caller's
+	// own is the call's request (internal/firstRequest): the caller's
 	// copied under ctx, its URL joined to BASE_URL. It is the Request of
 	// the call's answer unless a redirect was followed, and req on the
 	// first hop unless that carries X-Time-Budget.
 	own http.Request
 	// lent is req on the first hop when it was lent by the client's pool
-	// (internal/request.Lent), until something makes it unsafe to give
+	// (internal/lentRequest), until something makes it unsafe to give
 	// back: a transport error, a redirect; nil otherwise.
-	lent *request.Lent
+	lent *lentRequest
 	// budgeted: the attempts of the current hop carry X-Time-Budget (the
 	// system receives one, the call has a deadline, the hop goes to the
 	// system's origin); fresh: req's was set a moment ago, in a header
@@ -113,9 +111,9 @@ func (c *Client) call(req *http.Request) (*http.Response, error) {
 	return b.Wrap(resp), nil
 }
 
-// body is a call's response body (internal/permit): it carries the
+// body is a call's response body (permit.go, body.go): it carries the
 // permit back, and holds the call.
-type body = permit.Body[call]
+type body = permitBody[call]
 
 func closeBody(req *http.Request) {
 	if req.Body != nil {

@@ -12,14 +12,10 @@ import (
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/force"
-	"github.com/outbound-go/outbound/internal/permit"
 	"github.com/outbound-go/outbound/internal/policy"
 	"github.com/outbound-go/outbound/internal/ratelimit"
 	"github.com/outbound-go/outbound/internal/redact"
 	"github.com/outbound-go/outbound/internal/refusal"
-	"github.com/outbound-go/outbound/internal/request"
-	"github.com/outbound-go/outbound/internal/throttle"
-	"github.com/outbound-go/outbound/internal/transport"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/sony/gobreaker/v2"
 )
@@ -34,17 +30,17 @@ type Client struct {
 	observers []observe.Observer
 	timed     bool // observers need the time of calls and attempts
 
-	tlsConf   *tls.Config  // the TLS of every pool the client builds
-	owner     permit.Owner // what the calls' permits give back to
-	certs     *certSource  // the client certificate's source; nil without one
-	bh        *bulkhead.Bulkhead
-	cb        Circuit                        // the breaker stage's state: the system's gobreaker, or its fleet's
-	rule      *breaker.Rule                  // when the system's own gobreaker trips; a change of settings sets it
-	force     force.Override                 // an operator's override of the breaker: its own, or its fleet's
-	toCircuit func(from, to gobreaker.State) // where the gobreaker's changes go when cb reports states; nil: the observers
-	throttle  *throttle.Throttle
-	faults    *faultInjector // drills only (OUTBOUND_FAULTS=on); nil: none
-	lend      request.Pool   // the requests of first attempts that carry X-Time-Budget
+	tlsConf     *tls.Config // the TLS of every pool the client builds
+	owner       permitOwner // what the calls' permits give back to
+	certs       *certSource // the client certificate's source; nil without one
+	bh          *bulkhead.Bulkhead
+	cb          Circuit                        // the breaker stage's state: the system's gobreaker, or its fleet's
+	rule        *breaker.Rule                  // when the system's own gobreaker trips; a change of settings sets it
+	force       force.Override                 // an operator's override of the breaker: its own, or its fleet's
+	toCircuit   func(from, to gobreaker.State) // where the gobreaker's changes go when cb reports states; nil: the observers
+	retryBudget *retryBudget
+	faults      *faultInjector // drills only (OUTBOUND_FAULTS=on); nil: none
+	lend        requestPool    // the requests of first attempts that carry X-Time-Budget
 
 	// pol is what a call reads of the settings: the system's policy and
 	// its routes', one immutable snapshot that a change of settings
@@ -77,13 +73,13 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 		name: l.Name, base: base, closed: closed, opts: o,
 		observers: o.observers, timed: len(o.observers) > 0,
 		tlsConf: tlsConf, certs: certs,
-		throttle: throttle.New(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),
-		faults:   newFaultInjector(l, o.faultSeed),
+		retryBudget: newRetryBudget(l.Client.RetryBudgetRatio, l.Client.RetryBudgetMinPerSec),
+		faults:      newFaultInjector(l, o.faultSeed),
 	}
 	if c.bh, err = newBulkhead(l.Name, l.Client, o.observers); err != nil {
 		return nil, err
 	}
-	c.owner = permit.Owner{Bulkhead: c.bh, Closed: closed, Pool: pipelineTransport{c}, ReadError: c.readError}
+	c.owner = permitOwner{Bulkhead: c.bh, Closed: closed, Pool: pipelineTransport{c}, ReadError: c.readError}
 	if c.faults != nil && o.logger != nil {
 		o.logger.Warn("outbound fault injection on", "outbound.system", l.Name, "outbound.faults", c.faults.describe())
 	}
@@ -133,7 +129,7 @@ type pool struct {
 
 // newPool builds the pool of settings l.
 func (c *Client) newPool(l config.Loaded) *pool {
-	t := transport.New(withHeaderTimeout(l), c.tlsConf)
+	t := newTransport(withHeaderTimeout(l), c.tlsConf)
 	return &pool{transport: t, inner: c.attemptBase(c.opts, t)}
 }
 
@@ -157,7 +153,7 @@ func (c *Client) attemptBase(o *options, t *http.Transport) attemptStage {
 	for _, ob := range o.observers {
 		if t, ok := ob.(observe.Tracer); ok {
 			if !traced {
-				rt, traced = transport.Classifying(rt), true
+				rt, traced = withClassify(rt), true
 			}
 			rt = t.TraceAttempt(c.name, rt)
 		}
@@ -202,7 +198,7 @@ func (c *Client) buildChain(pl *pool, p *route, quota Quota) callStage {
 	}
 	s = &breakerStage{c: c, cb: p.cb, next: s}
 	h := newHedgePolicy(p.cfg)
-	// A first attempt's request is lent (internal/request.Lent) only when
+	// A first attempt's request is lent (internal/lentRequest) only when
 	// nothing can hold it after the call: no hedge (a losing copy may still
 	// be in flight), no tracer and no wrapper (code of the caller's).
 	p.lend = h == nil && c.bareTransport()

@@ -20,7 +20,7 @@ import (
 // net/http or the registry give up on. net/http drops a connection whose
 // request write it has not seen finish 50ms after the response (its
 // maxWriteWaitBeforeConnReuse), and a drain that has not read a body
-// within drain.MaxWait (50ms) closes its connection instead. Either is a
+// within drainMaxWait (50ms) closes its connection instead. Either is a
 // scheduling delay, and rare: 3 extra connections for 1,222 requests at 32
 // in flight in the 503 storm of TestLeaksAfterFailingCalls beside a second
 // run of the suite. A call that does not hand its connection back costs

@@ -15,17 +15,20 @@
 //	  budget     CALL_TIMEOUT     admit.go    min(CALL_TIMEOUT, caller's budget - 100ms)
 //	  adaptive   (ADAPTIVE_...)   adaptive.go latency per call, for an adaptive limit
 //	  redirect   (FOLLOW_...)     redirect.go each hop inside the one permit and deadline
-//	  retry      RETRIES          retry.go    backoff, Retry-After, retry throttle
+//	  retry      RETRIES          retry.go    backoff, Retry-After, retry budget (retry_budget.go)
 //	  hedge      (HEDGE_DELAY)    hedge.go    copies of a late attempt; else report
 //	  breaker    per attempt      breaker.go  the system's Circuit (gobreaker, or a fleet's)
 //	  rate       (RATE_LIMIT)     rate.go     a token per request that leaves (local or a fleet share)
 //	  fault      (OUTBOUND_FAULTS) fault.go   drills
-//	  transport  the system's     send.go     connect, TLS and header timeouts, own pool
+//	  transport  the system's     send.go     connect, TLS and header timeouts, own pool (transport.go)
 //
 // One call is one value (call.go) that the stages pass on; each stage is
 // a type built once per client (client.go, buildChain), and a stage whose
 // setting is off is not in the chain. The response body carries the
-// permit back (body.go). How a call or an attempt ends is said once, in
+// permit back (body.go, permit.go). What only the stages use is beside
+// them: the origin rules (origin.go), each attempt's request
+// (request.go), how a failure reads (cause.go), the drain of a body
+// (drain.go) and a stream's idle bound (stream.go). How a call or an attempt ends is said once, in
 // report.go, with the vocabulary of package observe.
 //
 // Only idempotent requests are retried or hedged: a safe method or an

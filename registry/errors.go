@@ -7,8 +7,6 @@ import (
 
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/breaker"
-	"github.com/outbound-go/outbound/internal/cause"
-	"github.com/outbound-go/outbound/internal/permit"
 	"github.com/outbound-go/outbound/internal/ratelimit"
 	"github.com/outbound-go/outbound/observe"
 )
@@ -83,16 +81,16 @@ type Error struct {
 
 // Error reads as one sentence: the system, the request (unless net/http's
 // *url.Error around it names it already), the stage, and the cause, each
-// said once (internal/cause):
+// said once (cause.go):
 //
 //	outbound payments: bulkhead: full
 //	outbound payments: GET "https://pay.example/v1/x": call timeout after 3 attempts (last status 503): ...
 func (e *Error) Error() string {
-	s := cause.Sentence{System: e.System, Op: e.Op, Attempts: e.Attempts, StatusCode: e.StatusCode,
+	s := causeSentence{System: e.System, Op: e.Op, Attempts: e.Attempts, StatusCode: e.StatusCode,
 		RetryAfter: e.RetryAfter, Cause: e.Err,
 		// A sentinel that names its stage ("registry closed", "time
 		// budget exhausted") stands alone.
-		Alone: e.Err == ErrClosed || e.Err == capbudget.ErrExhausted || e.Err == permit.ErrReadAfterClose}
+		Alone: e.Err == ErrClosed || e.Err == capbudget.ErrExhausted || e.Err == errReadAfterClose}
 	if !e.inURLError {
 		s.Method, s.URL = e.Method, e.URL
 	}

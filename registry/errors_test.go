@@ -13,7 +13,6 @@ import (
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/internal/breaker"
-	"github.com/outbound-go/outbound/internal/cause"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
@@ -36,7 +35,7 @@ func TestErrorTextSaysSystemStageAndCauseOnce(t *testing.T) {
 		{&Error{System: "inv", Op: observe.OpCallTimeout, Method: "GET", URL: "http://h/x", Err: capbudget.ErrCallTimeout},
 			`outbound inv: GET "http://h/x": call timeout`, context.DeadlineExceeded},
 		{&Error{System: "inv", Op: observe.OpCallTimeout, Method: "GET", URL: "http://h/x", Attempts: 3, StatusCode: 503,
-			Err: cause.Join(errors.New("status 503"), capbudget.ErrCallTimeout)},
+			Err: joinCauses(errors.New("status 503"), capbudget.ErrCallTimeout)},
 			`outbound inv: GET "http://h/x": call timeout after 3 attempts (last status 503): status 503; call timeout`, capbudget.ErrCallTimeout},
 	} {
 		if got := tc.err.Error(); got != tc.want {

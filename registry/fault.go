@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/config"
-	"github.com/outbound-go/outbound/internal/transport"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -142,7 +141,7 @@ func (f *faultInjector) wait(ctx context.Context) (observe.Op, error) {
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return transport.Classify(ctx, ctx.Err()), &injectedError{
+		return classify(ctx, ctx.Err()), &injectedError{
 			msg:   "injected delay of " + f.delay.String() + " cut: " + ctx.Err().Error(),
 			cause: ctx.Err(),
 		}

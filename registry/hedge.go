@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/config"
-	"github.com/outbound-go/outbound/internal/drain"
 	"github.com/outbound-go/outbound/internal/policy"
-	"github.com/outbound-go/outbound/internal/request"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -167,10 +165,10 @@ func (r *racer) hedge() bool {
 	if !c.mayHedge(r.s.cb) {
 		return false
 	}
-	req, ok := request.Copy(r.a.req)
+	req, ok := copyRequest(r.a.req)
 	if !ok {
 		c.releaseHedges(1)
-		c.throttle.Refund()
+		c.retryBudget.Refund()
 		return false
 	}
 	c.stats.hedges.Add(1)
@@ -183,7 +181,7 @@ func (r *racer) hedge() bool {
 // the attempt's end, so its response is closed here.
 func (r *racer) took(c *copyResult, k int, lost bool) {
 	if c.resp != nil {
-		drain.Response(c.resp) // a cancelled copy costs its connection
+		drainResponse(c.resp) // a cancelled copy costs its connection
 	}
 	r.s.c.report(&c.attempt, hedgeTag{k: k, lost: lost})
 }
@@ -209,7 +207,7 @@ func (c *Client) mayHedge(cb Circuit) bool {
 	if cb.State() != gobreaker.StateClosed || !c.bh.TryAcquire() {
 		return false
 	}
-	if !c.throttle.Retry(time.Now()) {
+	if !c.retryBudget.Retry(time.Now()) {
 		_ = c.bh.Release()
 		return false
 	}

@@ -614,7 +614,7 @@ func TestHedgeWithoutReplayableBodyGivesBackPermitAndToken(t *testing.T) {
 	// The bucket starts full (20 tokens at the baseline) and holds 20 at
 	// most: a token lost to the hedge never sent leaves 19.
 	tokens := 0
-	for c.throttle.Retry(time.Now()) {
+	for c.retryBudget.Retry(time.Now()) {
 		tokens++
 	}
 	if tokens != 20 {

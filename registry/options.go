@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/outbound-go/outbound/internal/stream"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -98,5 +97,5 @@ func WithFaultSeed(seed uint64) Option {
 // An idle of zero or less leaves ctx unchanged: the call is bounded by
 // CALL_TIMEOUT as usual.
 func WithStream(ctx context.Context, idle time.Duration) context.Context {
-	return stream.With(ctx, idle)
+	return withStreamIdle(ctx, idle)
 }

@@ -3,9 +3,7 @@ package registry
 import (
 	"time"
 
-	"github.com/outbound-go/outbound/internal/origin"
 	"github.com/outbound-go/outbound/internal/ratelimit"
-	"github.com/outbound-go/outbound/internal/transport"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -35,7 +33,7 @@ func (s *rateStage) send(a *attempt) {
 		a.err = err
 		a.op = observe.OpRateLimit
 		if ctx.Err() != nil {
-			a.op = transport.Classify(ctx, err)
+			a.op = classify(ctx, err)
 		} else {
 			s.c.stats.rateRefused.Add(1)
 		}
@@ -45,7 +43,7 @@ func (s *rateStage) send(a *attempt) {
 	if a.resp == nil || !s.upstream {
 		return
 	}
-	if d, ok := ratelimit.PauseFrom(a.resp, time.Now(), a.call.route.cfg.CallTimeout); ok && origin.Same(a.req.URL, s.c.base) {
+	if d, ok := ratelimit.PauseFrom(a.resp, time.Now(), a.call.route.cfg.CallTimeout); ok && sameOrigin(a.req.URL, s.c.base) {
 		until := time.Now().Add(d)
 		s.c.paused(until, a.resp.StatusCode) // first: the fleet's echo is then old news
 		s.q.Pause(until)

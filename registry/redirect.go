@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/outbound-go/outbound/internal/drain"
-	"github.com/outbound-go/outbound/internal/origin"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -30,7 +28,7 @@ import (
 //     followed: the caller's credentials are for the API under BASE_URL,
 //     not for another API of the same host.
 //   - any: every redirect is followed; from the first hop that leaves
-//     BASE_URL's origin or path on, the credentials (origin.Credentials,
+//     BASE_URL's origin or path on, the credentials (credentialHeaders,
 //     beyond the few net/http drops itself) and X-Time-Budget are
 //     dropped, for the rest of the call.
 //
@@ -124,7 +122,7 @@ func (f *follower) check(next *http.Request, via []*http.Request) error {
 	if len(via) > s.limit {
 		return http.ErrUseLastResponse
 	}
-	under := origin.Under(next.URL, s.base)
+	under := underBase(next.URL, s.base)
 	if s.mode == "same-host" && !under {
 		return http.ErrUseLastResponse
 	}
@@ -132,7 +130,7 @@ func (f *follower) check(next *http.Request, via []*http.Request) error {
 		f.left = true
 	}
 	if f.left {
-		origin.StripCredentials(next.Header)
+		stripCredentials(next.Header)
 	}
 	return nil
 }
@@ -145,7 +143,7 @@ type hopBody struct {
 	length int64
 }
 
-func (b hopBody) Close() error { return drain.Close(b.ReadCloser, b.length, nil) }
+func (b hopBody) Close() error { return drainClose(b.ReadCloser, b.length, nil) }
 
 // hop makes req, a redirect of the call, its current request. Its
 // attempts carry X-Time-Budget only when it goes to the system's own
@@ -154,5 +152,5 @@ func (cl *call) hop(req *http.Request) {
 	_, deadline := cl.ctx.Deadline()
 	cl.req = req
 	cl.fresh, cl.redirected = false, true
-	cl.budgeted = deadline && !cl.route.cfg.OmitTimeBudget && origin.Same(req.URL, cl.c.base)
+	cl.budgeted = deadline && !cl.route.cfg.OmitTimeBudget && sameOrigin(req.URL, cl.c.base)
 }

@@ -7,12 +7,8 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/capbudget"
-	"github.com/outbound-go/outbound/internal/cause"
-	"github.com/outbound-go/outbound/internal/drain"
 	"github.com/outbound-go/outbound/internal/policy"
 	"github.com/outbound-go/outbound/internal/redact"
-	"github.com/outbound-go/outbound/internal/request"
-	"github.com/outbound-go/outbound/internal/transport"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -82,7 +78,7 @@ func (r *retrier) request(n int) (*http.Request, error) {
 	case cl.fresh && n == 1:
 		return req, nil // prepare set it a moment ago
 	}
-	return request.WithBudget(cl.ctx, req), nil
+	return withBudget(cl.ctx, req), nil
 }
 
 // settle ends the hop on an attempt that needs no retry decision: a
@@ -96,14 +92,14 @@ func (r *retrier) settle(a *attempt) (done bool, _ *http.Response, _ error) {
 		// Name the attempts already sent and the failure that preceded
 		// the refusal.
 		return true, nil, cl.end(&Error{System: r.c.name, Op: a.op, Method: cl.req.Method, URL: redact.Request(cl.req),
-			Attempts: a.n - 1, Err: cause.Join(a.err, r.lastErr)}, a.op.Outcome(false))
+			Attempts: a.n - 1, Err: joinCauses(a.err, r.lastErr)}, a.op.Outcome(false))
 	case a.err == nil && !policy.TemporaryStatus(a.resp.StatusCode) && !policy.RetryStatus(a.resp.StatusCode, a.resp.Header):
 		cl.answered(a.resp, a.n, answerOutcome(a.resp.StatusCode))
 		return true, a.resp, nil
 	case a.err != nil && !a.op.Retryable():
 		// The deadline or the caller ended the call, or a retry cannot
 		// help (a bad request, a certificate error).
-		return true, nil, cl.fail(a.op, a.n, cause.With(a.err, cl.ctx))
+		return true, nil, cl.fail(a.op, a.n, withCause(a.err, cl.ctx))
 	}
 	return false, nil, nil
 }
@@ -133,25 +129,25 @@ func (r *retrier) next(a *attempt) (done bool, _ *http.Response, _ error) {
 		cl.answered(a.resp, a.n, observe.OutcomeGaveUp)
 		return true, a.resp, nil
 	case last:
-		return true, nil, cl.fail(a.op, a.n, cause.With(a.err, cl.ctx))
+		return true, nil, cl.fail(a.op, a.n, withCause(a.err, cl.ctx))
 	case r.pastDeadline(wait):
 		return true, nil, r.tooLate(a, wait, hint)
-	case !r.c.throttle.Retry(time.Now()):
+	case !r.c.retryBudget.Retry(time.Now()):
 		resp, err := r.throttled(a)
 		return true, resp, err
 	}
 	status := 0
 	if a.err == nil {
 		status = a.resp.StatusCode
-		drain.Response(a.resp)
+		drainResponse(a.resp)
 		r.lastErr = fmt.Errorf("status %d", status)
 	} else {
 		r.lastErr = a.err
 	}
 	r.c.stats.retries.Add(1)
 	if !policy.Sleep(cl.ctx, wait) {
-		e := &Error{System: r.c.name, Op: transport.Classify(cl.ctx, r.lastErr), Method: cl.req.Method, URL: redact.Request(cl.req),
-			Attempts: a.n, StatusCode: status, Err: cause.With(r.lastErr, cl.ctx)}
+		e := &Error{System: r.c.name, Op: classify(cl.ctx, r.lastErr), Method: cl.req.Method, URL: redact.Request(cl.req),
+			Attempts: a.n, StatusCode: status, Err: withCause(r.lastErr, cl.ctx)}
 		if status != 0 && e.Op != observe.OpCanceled {
 			e.Op = observe.OpStatus
 		}
@@ -175,9 +171,9 @@ func (r *retrier) tooLate(a *attempt, wait, hint time.Duration) error {
 	late := fmt.Errorf("retry in %v would pass the call's deadline (%v left): %w",
 		wait.Round(time.Millisecond), time.Until(dl).Round(time.Millisecond), context.DeadlineExceeded)
 	if a.err != nil {
-		return cl.fail(a.op, a.n, cause.Join(a.err, late))
+		return cl.fail(a.op, a.n, joinCauses(a.err, late))
 	}
-	drain.Response(a.resp)
+	drainResponse(a.resp)
 	return cl.end(&Error{System: r.c.name, Op: observe.OpStatus, Method: cl.req.Method, URL: redact.Request(cl.req),
 		Attempts: a.n, StatusCode: a.resp.StatusCode, RetryAfter: hint, Err: late}, observe.OutcomeGaveUp)
 }
@@ -192,5 +188,5 @@ func (r *retrier) throttled(a *attempt) (*http.Response, error) {
 		return a.resp, nil
 	}
 	return nil, cl.end(&Error{System: r.c.name, Op: a.op, Method: cl.req.Method, URL: redact.Request(cl.req),
-		Attempts: a.n, Err: cause.Join(a.err, ErrRetryThrottled)}, observe.OutcomeRetryThrottled)
+		Attempts: a.n, Err: joinCauses(a.err, ErrRetryThrottled)}, observe.OutcomeRetryThrottled)
 }

@@ -41,7 +41,7 @@ type route struct {
 	rate       config.Rate    // its own limit (RATE_LIMIT); zero: none
 	quota      Quota          // its own limit's quota; nil: none
 	chain      callStage      // the call stages of its calls, built once
-	lend       bool           // its first attempts' requests may be lent (internal/request.Lent)
+	lend       bool           // its first attempts' requests may be lent (internal/lentRequest)
 	calls      *atomic.Uint64 // calls admitted on it, kept across changes of settings
 }
 

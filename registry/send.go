@@ -3,8 +3,6 @@ package registry
 import (
 	"errors"
 	"net/http"
-
-	"github.com/outbound-go/outbound/internal/transport"
 )
 
 // transportStage sends an attempt on the system's own transport (maybe
@@ -25,12 +23,12 @@ func (s *transportStage) send(a *attempt) {
 		if a.call.lent != nil {
 			a.call.lent = nil
 		}
-		var te *transport.Error // classified already, for a tracer
+		var te *transportError // classified already, for a tracer
 		if errors.As(err, &te) {
 			a.op, a.err = te.Op, te.Err
 			return
 		}
-		a.op, a.err = transport.Classify(a.req.Context(), err), err
+		a.op, a.err = classify(a.req.Context(), err), err
 		return
 	}
 	if _, forged := resp.Header[RefusedHeader]; forged {

@@ -1,7 +1,7 @@
-// Package transport builds a system's own http.Transport and names the
-// phase a transport error comes from. It is internal: the registry's
-// send stage is its one user.
-package transport
+// Transport: a system's own http.Transport, and the phase a transport
+// error comes from. The send stage is its one user.
+
+package registry
 
 import (
 	"context"
@@ -14,16 +14,15 @@ import (
 
 	"github.com/outbound-go/outbound/capbudget"
 	"github.com/outbound-go/outbound/config"
-	"github.com/outbound-go/outbound/internal/stream"
 	"github.com/outbound-go/outbound/observe"
 )
 
-// New builds a system's own transport: its own pool, sized from
+// newTransport builds a system's own transport: its own pool, sized from
 // MAX_CONCURRENT, with the connect, TLS handshake and response-header
 // timeouts of its settings. It starts from a clone of net/http's default
 // transport (proxy from the environment, HTTP/2 attempted) and shares
 // nothing with it.
-func New(c config.Client, tlsConf *tls.Config) *http.Transport {
+func newTransport(c config.Client, tlsConf *tls.Config) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	d := &net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second}
 	t.DialContext = d.DialContext
@@ -43,15 +42,15 @@ func New(c config.Client, tlsConf *tls.Config) *http.Transport {
 	return t
 }
 
-// Classify names the phase a transport error comes from. ctx is the
+// classify names the phase a transport error comes from. ctx is the
 // call's capped context: when it ended, its end names the op (the
 // caller's cancellation, CALL_TIMEOUT, the caller's budget, a stream's
 // own timer); otherwise the error does.
-func Classify(ctx context.Context, err error) observe.Op {
+func classify(ctx context.Context, err error) observe.Op {
 	switch ctx.Err() {
 	case nil:
 	case context.Canceled:
-		if op, ok := stream.Timeout(ctx); ok {
+		if op, ok := streamTimeout(ctx); ok {
 			return op // a stream's timer, not the caller
 		}
 		return observe.OpCanceled
@@ -112,30 +111,30 @@ func certAlert(msg string) bool {
 	return false
 }
 
-// Error is a transport error with the op the registry names it by: the
+// transportError is a transport error with the op the registry names it by: the
 // error the tracers of a system's attempts see (observe.Tracer). Its
 // ErrorType is the op's name ("connect timeout"), which OpenTelemetry's
 // error.type attribute takes.
-type Error struct {
+type transportError struct {
 	Op  observe.Op
 	Err error
 }
 
-func (e *Error) Error() string     { return e.Err.Error() }
-func (e *Error) Unwrap() error     { return e.Err }
-func (e *Error) ErrorType() string { return e.Op.String() }
+func (e *transportError) Error() string     { return e.Err.Error() }
+func (e *transportError) Unwrap() error     { return e.Err }
+func (e *transportError) ErrorType() string { return e.Op.String() }
 
-// Classifying wraps rt so that its errors are [*Error]: the registry puts
+// withClassify wraps rt so that its errors are [*transportError]: the registry puts
 // it under the tracers' wrappers, and only when there is a tracer (it
 // costs an allocation per failed attempt).
-func Classifying(rt http.RoundTripper) http.RoundTripper { return classifying{rt} }
+func withClassify(rt http.RoundTripper) http.RoundTripper { return classifying{rt} }
 
 type classifying struct{ rt http.RoundTripper }
 
 func (c classifying) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := c.rt.RoundTrip(req)
 	if err != nil {
-		return nil, &Error{Op: Classify(req.Context(), err), Err: err}
+		return nil, &transportError{Op: classify(req.Context(), err), Err: err}
 	}
 	return resp, nil
 }

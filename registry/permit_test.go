@@ -1,4 +1,4 @@
-package permit
+package registry
 
 import (
 	"context"
@@ -10,10 +10,7 @@ import (
 
 	"github.com/outbound-go/outbound/bulkhead"
 	"github.com/outbound-go/outbound/capbudget"
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var errOwnCause = errors.New("caller's own cause")
 
@@ -42,8 +39,8 @@ func TestPermitComesBackWhenTheCallsContextEnds(t *testing.T) {
 				}
 				parent, cancelParent := context.WithCancelCause(context.Background())
 				defer cancelParent(nil)
-				var p Permit
-				p.Start(&Owner{Bulkhead: bh, Closed: new(atomic.Bool)}, parent, time.Second, capbudget.ErrCallTimeout)
+				var p callPermit
+				p.Start(&permitOwner{Bulkhead: bh, Closed: new(atomic.Bool)}, parent, time.Second, capbudget.ErrCallTimeout)
 				defer p.Done()
 				if !bh.TryAcquire() {
 					t.Fatal("bulkhead full at start")

@@ -1,4 +1,4 @@
-package drain
+package registry
 
 import (
 	"errors"
@@ -30,30 +30,30 @@ func (s *stalled) Close() error {
 	return nil
 }
 
-// A body that stalls after a few bytes is cut after MaxWait, not held
+// A body that stalls after a few bytes is cut after drainMaxWait, not held
 // (uncut, it would stall for ever; the bound leaves a loaded machine its
 // slack).
 func TestCloseBoundedInTime(t *testing.T) {
 	b := &stalled{r: strings.NewReader("abc"), closed: make(chan struct{})}
 	start := time.Now()
-	_ = Close(b, -1, nil)
-	if took := time.Since(start); took > 100*MaxWait {
-		t.Fatalf("Close took %v, want about %v", took, MaxWait)
+	_ = drainClose(b, -1, nil)
+	if took := time.Since(start); took > 100*drainMaxWait {
+		t.Fatalf("drainClose took %v, want about %v", took, drainMaxWait)
 	}
 	if b.n.Load() < 1 {
 		t.Fatal("body not closed")
 	}
 }
 
-// A body known to be longer than MaxBytes is not read at all.
+// A body known to be longer than drainMaxBytes is not read at all.
 func TestCloseSkipsLongBody(t *testing.T) {
 	r := strings.NewReader(strings.Repeat("x", 10))
-	_ = Close(io.NopCloser(r), MaxBytes+1, nil)
+	_ = drainClose(io.NopCloser(r), drainMaxBytes+1, nil)
 	if r.Len() != 10 {
 		t.Fatalf("read %d bytes of a body known to be too long", 10-r.Len())
 	}
 	r = strings.NewReader(strings.Repeat("x", 10))
-	_ = Close(io.NopCloser(r), -1, nil)
+	_ = drainClose(io.NopCloser(r), -1, nil)
 	if r.Len() != 0 {
 		t.Fatalf("left %d bytes of a short body of unknown length", r.Len())
 	}
@@ -76,12 +76,12 @@ func (e *eofSeen) Read(p []byte) (int, error) {
 
 func (e *eofSeen) Close() error { return nil }
 
-// A body of unknown length and exactly MaxBytes is read to its end, so
+// A body of unknown length and exactly drainMaxBytes is read to its end, so
 // that its connection is reused.
 func TestCloseReadsTheEndOfABodyOfMaxBytes(t *testing.T) {
-	b := &eofSeen{Reader: strings.NewReader(strings.Repeat("x", MaxBytes))}
-	_ = Close(b, -1, nil)
+	b := &eofSeen{Reader: strings.NewReader(strings.Repeat("x", drainMaxBytes))}
+	_ = drainClose(b, -1, nil)
 	if !b.eof {
-		t.Fatal("a body of exactly MaxBytes was read without its end: its connection would be lost")
+		t.Fatal("a body of exactly drainMaxBytes was read without its end: its connection would be lost")
 	}
 }

@@ -1,9 +1,9 @@
-// Package request makes the requests of a call: the call's copy of the
-// caller's request for its first hop, and each attempt's copy with
-// X-Time-Budget set to what is left of the call. The caller's request is
-// never written. It is internal: the registry's entry and its retry stage
-// are its users.
-package request
+// Requests: the call's copy of the caller's request for its first hop,
+// and each attempt's copy with X-Time-Budget set to what is left of the
+// call. The caller's request is never written. The entry and the retry
+// stage are its users.
+
+package registry
 
 import (
 	"context"
@@ -13,27 +13,26 @@ import (
 	"sync"
 
 	"github.com/outbound-go/outbound/capbudget"
-	"github.com/outbound-go/outbound/internal/origin"
 )
 
-// Target is where a call's requests go: BASE_URL, which a relative URL
+// requestTarget is where a call's requests go: BASE_URL, which a relative URL
 // joins, and whether the system receives no X-Time-Budget
 // (OMIT_TIME_BUDGET).
-type Target struct {
+type requestTarget struct {
 	Base       *url.URL
 	OmitBudget bool
 }
 
-// First fills own with the call's copy of req for its first hop, under
+// firstRequest fills own with the call's copy of req for its first hop, under
 // ctx (the call's capped context), after the checks http.Client makes
 // before its RoundTripper (a URL, no RequestURI): a relative URL joined
 // to to.Base, and a URL's userinfo (to.Base's, for a relative one) as Basic
 // auth. With to.OmitBudget the copy carries no X-Time-Budget, not even one
 // the caller set. Its header map is the caller's unless it had to change;
-// the attempts' X-Time-Budget goes on copies of their own ([Attempt]).
+// the attempts' X-Time-Budget goes on copies of their own ([attemptRequest]).
 // own is the caller's storage (the call's, which lives in its response
 // body), so that the copy costs no allocation of its own.
-func First(ctx context.Context, req *http.Request, to Target, own *http.Request) error {
+func firstRequest(ctx context.Context, req *http.Request, to requestTarget, own *http.Request) error {
 	base, omitBudget := to.Base, to.OmitBudget
 	switch {
 	case req.URL == nil:
@@ -45,7 +44,7 @@ func First(ctx context.Context, req *http.Request, to Target, own *http.Request)
 	*own = *req.WithContext(ctx)
 	user := own.URL.User
 	if own.URL.Host == "" {
-		own.URL = origin.Resolve(base, own.URL)
+		own.URL = resolveRef(base, own.URL)
 		user = base.User
 	}
 	if (user != nil && own.Header.Get("Authorization") == "") || own.Header == nil ||
@@ -55,7 +54,7 @@ func First(ctx context.Context, req *http.Request, to Target, own *http.Request)
 		if own.Header == nil {
 			own.Header = make(http.Header)
 		}
-		origin.BasicAuth(own.Header, user)
+		setBasicAuth(own.Header, user)
 		// The system never receives the header unless it is ours, not
 		// even one the caller set (a third party has no use for our
 		// budget).
@@ -66,11 +65,11 @@ func First(ctx context.Context, req *http.Request, to Target, own *http.Request)
 	return nil
 }
 
-// Lent is the request of a call's first attempt when it carries
+// lentRequest is the request of a call's first attempt when it carries
 // X-Time-Budget: a copy of the call's request with a header map of its
-// own, lent by a [Pool] so that the map is not made anew for every call.
+// own, lent by a [requestPool] so that the map is not made anew for every call.
 //
-// It goes back to its pool ([Lent.Return]) only once no one can read it:
+// It goes back to its pool ([lentRequest.Return]) only once no one can read it:
 // net/http's RoundTripper contract lets the caller of RoundTrip reuse a
 // request once the response's body has been closed, and before that a
 // transport may read it from another goroutine. So the registry returns it
@@ -79,30 +78,30 @@ func First(ctx context.Context, req *http.Request, to Target, own *http.Request)
 // no wrapper, no hedge), every attempt sent with it got a response, and
 // the call's answer does not point at it (its Request is the call's own).
 // Any other end leaves it to the garbage collector.
-type Lent struct {
+type lentRequest struct {
 	Req    http.Request
 	header http.Header // Req's, kept across loans
 	budget [1]string   // X-Time-Budget's value slice
-	pool   *Pool
+	pool   *requestPool
 }
 
-// Pool lends the requests of first attempts ([Lent]). Its zero value is
+// requestPool lends the requests of first attempts ([lentRequest]). Its zero value is
 // ready for use; it is safe for concurrent use.
-type Pool struct{ p sync.Pool }
+type requestPool struct{ p sync.Pool }
 
-// Attempt returns the request of the first attempt of a call whose
+// attemptRequest returns the request of the first attempt of a call whose
 // request is own, with X-Time-Budget set to what is left of ctx: a copy of
 // own under ctx with a header map of its own (own's values shared). With a
-// pool, the copy is lent by it ([Lent]); with none, it is made anew: the
+// pool, the copy is lent by it ([lentRequest]); with none, it is made anew: the
 // copy and the value slice of the header in one allocation, the map in
 // two more. The value's string is one more either way.
-func Attempt(ctx context.Context, own *http.Request, pool *Pool) (*http.Request, *Lent) {
-	var l *Lent
+func attemptRequest(ctx context.Context, own *http.Request, pool *requestPool) (*http.Request, *lentRequest) {
+	var l *lentRequest
 	if pool != nil {
-		l, _ = pool.p.Get().(*Lent)
+		l, _ = pool.p.Get().(*lentRequest)
 	}
 	if l == nil {
-		l = &Lent{pool: pool}
+		l = &lentRequest{pool: pool}
 	}
 	l.Req = *own
 	l.Req.Header = l.header
@@ -121,21 +120,21 @@ func Attempt(ctx context.Context, own *http.Request, pool *Pool) (*http.Request,
 }
 
 // Return gives l back to its pool: no one reads l.Req any more.
-func (l *Lent) Return() {
+func (l *lentRequest) Return() {
 	clear(l.header)
 	l.budget[0] = ""
 	l.Req = http.Request{}
 	l.pool.p.Put(l)
 }
 
-// WithBudget copies req under ctx with a copy of its header map (values
+// withBudget copies req under ctx with a copy of its header map (values
 // shared), so that the attempt's headers can be set without touching the
 // call's request, and sets X-Time-Budget in it to what is left of ctx:
 // the request of an attempt other than the first (a retry, a redirect's
 // hop). The copy and the header's value slice are one allocation, the map
 // and the value's string two more.
-func WithBudget(ctx context.Context, req *http.Request) *http.Request {
-	r, _ := Attempt(ctx, req.WithContext(ctx), nil)
+func withBudget(ctx context.Context, req *http.Request) *http.Request {
+	r, _ := attemptRequest(ctx, req.WithContext(ctx), nil)
 	return r
 }
 
@@ -156,11 +155,11 @@ func setBudget(ctx context.Context, h http.Header, v *[1]string) {
 	h[capbudget.Header] = v[:]
 }
 
-// Copy copies req for another attempt sent beside it (a hedge): its own
+// copyRequest copies req for another attempt sent beside it (a hedge): its own
 // header, X-Time-Budget set to what is left now when req carries one, and
 // its body replayed through GetBody. ok is false when the body cannot be
 // produced again.
-func Copy(req *http.Request) (_ *http.Request, ok bool) {
+func copyRequest(req *http.Request) (_ *http.Request, ok bool) {
 	r := req.Clone(req.Context())
 	if req.Body != nil && req.Body != http.NoBody {
 		b, err := req.GetBody()

@@ -1,4 +1,4 @@
-package permit
+package registry
 
 import (
 	"errors"
@@ -6,24 +6,21 @@ import (
 	"net/http"
 	"sync/atomic"
 
-	"github.com/outbound-go/outbound/internal/cause"
-	"github.com/outbound-go/outbound/internal/drain"
 	"github.com/outbound-go/outbound/internal/refusal"
-	"github.com/outbound-go/outbound/internal/transport"
 	"github.com/outbound-go/outbound/observe"
 )
 
-// ErrReadAfterClose is the cause of a read ended by Close. Close cuts the
+// errReadAfterClose is the cause of a read ended by Close. Close cuts the
 // read by cancelling the call's context; the caller did not.
-var ErrReadAfterClose = errors.New("read on a closed response body")
+var errReadAfterClose = errors.New("read on a closed response body")
 
-// Body is a response's body that hands the call's permit back when the
+// permitBody is a response's body that hands the call's permit back when the
 // caller is done with it: at EOF, at Close, or at the call's deadline.
 // The permit and Call, the caller's own value of the call, live inside
-// it, so that a call costs one allocation for all of them. A Body's
+// it, so that a call costs one allocation for all of them. A permitBody's
 // zero value waits for Wrap.
-type Body[T any] struct {
-	Permit Permit
+type permitBody[T any] struct {
+	Permit callPermit
 	Call   T
 	// Loan, when set, is what the call lent its transport: it is given
 	// back (Return) once the caller has closed the body, when net/http's
@@ -40,7 +37,7 @@ type Body[T any] struct {
 // Read reads the body. A read cut by Close, by the call's deadline or by
 // the caller is an error of the owner's ReadError, naming the op: body
 // closed, call timeout, budget timeout, canceled, idle timeout.
-func (b *Body[T]) Read(p []byte) (int, error) {
+func (b *permitBody[T]) Read(p []byte) (int, error) {
 	if s := b.Permit.Stream(); s != nil {
 		// The idle bound counts from the caller's read, and again from
 		// its return: a caller that stops reading is bounded too.
@@ -51,12 +48,12 @@ func (b *Body[T]) Read(p []byte) (int, error) {
 	if err != nil && err != io.EOF && b.closed.Load() {
 		// Close (from another goroutine, or before this Read) ended the
 		// read: not the caller's cancellation nor a deadline.
-		return n, b.Permit.owner.ReadError(observe.OpBodyClosed, ErrReadAfterClose)
+		return n, b.Permit.owner.ReadError(observe.OpBodyClosed, errReadAfterClose)
 	}
 	if ctx := b.Permit.Ctx(); err != nil && err != io.EOF && ctx.Err() != nil {
 		// The call's deadline (or the caller) ended the read: say which,
 		// as http.Client does for its Timeout.
-		return n, b.Permit.owner.ReadError(transport.Classify(ctx, err), cause.With(err, ctx))
+		return n, b.Permit.owner.ReadError(classify(ctx, err), withCause(err, ctx))
 	}
 	if err == io.EOF && b.eof.CompareAndSwap(false, true) {
 		// Trailers arrive with the end of the body: only the pipeline
@@ -77,13 +74,13 @@ func (b *Body[T]) Read(p []byte) (int, error) {
 // it, so that the connection goes back to the pool: net/http closes the
 // connection of a body closed unread. A body that stalls is cut by
 // cancelling the call's context and costs its connection instead.
-func (b *Body[T]) Close() error {
+func (b *permitBody[T]) Close() error {
 	first := !b.closed.Swap(true)
 	var err error
 	if b.eof.Load() || b.Permit.Ctx().Err() != nil {
 		err = b.rc.Close()
 	} else {
-		err = drain.Close(b.rc, b.length, b.Permit.End)
+		err = drainClose(b.rc, b.length, b.Permit.End)
 	}
 	b.Permit.Done()
 	if first {
@@ -93,7 +90,7 @@ func (b *Body[T]) Close() error {
 }
 
 // giveBack returns the call's loan, once the body is closed.
-func (b *Body[T]) giveBack() {
+func (b *permitBody[T]) giveBack() {
 	if b.Loan != nil {
 		b.Loan.Return()
 		b.Loan = nil
@@ -104,7 +101,7 @@ func (b *Body[T]) giveBack() {
 // there is nothing to read (HEAD, 204, 304, Content-Length: 0): callers
 // often skip Close there, so the body is closed (HTTP/2 has its own empty
 // body, not http.NoBody) and the permit and the deadline end at once.
-func (b *Body[T]) Wrap(resp *http.Response) *http.Response {
+func (b *permitBody[T]) Wrap(resp *http.Response) *http.Response {
 	if bodyless(resp) {
 		if resp.Body != nil && resp.Body != http.NoBody {
 			_ = resp.Body.Close()

@@ -1,19 +1,15 @@
-package throttle
+package registry
 
 import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestBucketStartsFullRefillsAndCaps checks the token bucket on synctest's fake clock.
 func TestBucketStartsFullRefillsAndCaps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		take := func(b *Throttle) int {
+		take := func(b *retryBudget) int {
 			n := 0
 			for b.Retry(time.Now()) {
 				n++
@@ -25,7 +21,7 @@ func TestBucketStartsFullRefillsAndCaps(t *testing.T) {
 		}
 
 		// Starts full: max(20, 2*minPerSec) tokens.
-		b := New(0.2, 10)
+		b := newRetryBudget(0.2, 10)
 		if got := take(b); got != 20 {
 			t.Errorf("a new bucket allowed %d retries, want 20", got)
 		}
@@ -70,7 +66,7 @@ func TestBucketStartsFullRefillsAndCaps(t *testing.T) {
 		}
 
 		// No floor: only calls refill.
-		z := New(0.5, 0)
+		z := newRetryBudget(0.5, 0)
 		take(z)
 		time.Sleep(time.Hour)
 		if z.Retry(time.Now()) {
@@ -83,7 +79,7 @@ func TestBucketStartsFullRefillsAndCaps(t *testing.T) {
 		}
 
 		// A high floor sizes the bucket at 2 seconds of it.
-		h := New(0.2, 100)
+		h := newRetryBudget(0.2, 100)
 		if got := take(h); got != 200 {
 			t.Errorf("minPerSec 100: a new bucket allowed %d retries, want 200", got)
 		}

@@ -1,9 +1,10 @@
-// Package cause joins the causes of a failed call into one error that
-// reads as one sentence: the transport's error and the reason the call's
+// Causes: the causes of a failed call joined into one error that reads
+// as one sentence: the transport's error and the reason the call's
 // context ended (CALL_TIMEOUT, the caller's budget, a stream's idle
-// bound), or a refusal and the failure that preceded it. It is internal:
-// the registry's errors carry what it joins.
-package cause
+// bound), or a refusal and the failure that preceded it. The registry's
+// errors carry what it joins.
+
+package registry
 
 import (
 	"context"
@@ -13,12 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outbound-go/outbound/internal/stream"
 	"github.com/outbound-go/outbound/observe"
 )
 
-// With joins err with the context's cause when the context ended.
-func With(err error, ctx context.Context) error {
+// withCause joins err with the context's cause when the context ended.
+func withCause(err error, ctx context.Context) error {
 	if ctx.Err() == nil {
 		return err
 	}
@@ -26,20 +26,20 @@ func With(err error, ctx context.Context) error {
 	if errors.Is(err, cause) {
 		return err
 	}
-	if _, ok := stream.Timeout(ctx); ok && errors.Is(err, context.Canceled) {
+	if _, ok := streamTimeout(ctx); ok && errors.Is(err, context.Canceled) {
 		// A stream's timer cancelled the call, not the caller: the
 		// transport's "context canceled" would say otherwise.
 		return cause
 	}
-	return Join(err, cause)
+	return joinCauses(err, cause)
 }
 
 // joined is errors.Join on one line: its causes separated by "; ", so that
 // an error reads as one sentence in a log line.
 type joined []error
 
-// Join joins two causes; either may be nil.
-func Join(a, b error) error {
+// joinCauses joins two causes; either may be nil.
+func joinCauses(a, b error) error {
 	switch {
 	case a == nil:
 		return b
@@ -62,10 +62,10 @@ func (j joined) Error() string {
 
 func (j joined) Unwrap() []error { return j }
 
-// Sentence is what an error of a call says: the system, the request, the
+// causeSentence is what an error of a call says: the system, the request, the
 // stage (the op), the attempts, the last status and its Retry-After, and
 // the cause.
-type Sentence struct {
+type causeSentence struct {
 	System, Method, URL string // Method and URL: empty to leave the request out
 	Op                  observe.Op
 	Attempts            int
@@ -79,7 +79,7 @@ type Sentence struct {
 //
 //	outbound payments: bulkhead: full
 //	outbound payments: GET "https://pay.example/v1/x": call timeout after 3 attempts (last status 503): ...
-func (s Sentence) String() string {
+func (s causeSentence) String() string {
 	var b strings.Builder
 	b.WriteString("outbound ")
 	b.WriteString(s.System)

@@ -1,10 +1,11 @@
-// Package origin keeps a system's requests, and its credentials, on its
+// Origin: a system's requests, and its credentials, stay on its
 // BASE_URL: one same-origin check, one list of credential headers, one
 // rule for userinfo, and the path rules that keep a request under
-// BASE_URL's path. The registry applies it to the caller's requests and
-// the redirect engine to every hop, so the two cannot disagree. It is
-// internal: the rules are documented in the registry's package doc.
-package origin
+// BASE_URL's path. The entry applies them to the caller's requests and
+// the redirect stage to every hop, so the two cannot disagree. The rules
+// are documented in the package doc.
+
+package registry
 
 import (
 	"net"
@@ -16,10 +17,10 @@ import (
 	"github.com/outbound-go/outbound/internal/redact"
 )
 
-// Same reports whether a and b have the same origin: scheme and host name
+// sameOrigin reports whether a and b have the same origin: scheme and host name
 // compared case-insensitively, ports with the scheme's default when none
 // is given. It does not allocate.
-func Same(a, b *url.URL) bool {
+func sameOrigin(a, b *url.URL) bool {
 	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }
 
@@ -36,36 +37,36 @@ func port(u *url.URL) string {
 	return ""
 }
 
-// String renders u's origin as scheme://host:port, with the scheme's
+// urlString renders u's origin as scheme://host:port, with the scheme's
 // default port and nothing else: no userinfo, path or query to leak.
-func String(u *url.URL) string {
+func urlString(u *url.URL) string {
 	return redact.URL(strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port(u)))
 }
 
-// Credentials are the request headers that carry a caller's identity or
+// credentialHeaders are the request headers that carry a caller's identity or
 // a promise to one system: they never follow a request to another origin,
 // nor to a path outside BASE_URL's. The list is compared case-
 // insensitively (canonical header keys).
-var Credentials = []string{
+var credentialHeaders = []string{
 	"Authorization", "Proxy-Authorization", "Cookie", "Cookie2",
 	"Www-Authenticate", "Proxy-Authenticate",
 	"Idempotency-Key",
 	"X-Api-Key", "Api-Key", "X-Auth-Token",
 }
 
-// StripCredentials deletes the [Credentials] from h, and the call's time
+// stripCredentials deletes the [credentialHeaders] from h, and the call's time
 // budget (capbudget.Header): another host has no use for either.
-func StripCredentials(h http.Header) {
-	for _, k := range Credentials {
+func stripCredentials(h http.Header) {
+	for _, k := range credentialHeaders {
 		delete(h, k)
 	}
 	delete(h, capbudget.Header)
 }
 
-// IsCredential reports whether the canonical header key k is one of the
-// [Credentials].
-func IsCredential(k string) bool {
-	for _, c := range Credentials {
+// isCredential reports whether the canonical header key k is one of the
+// [credentialHeaders].
+func isCredential(k string) bool {
+	for _, c := range credentialHeaders {
 		if c == k {
 			return true
 		}
@@ -73,11 +74,11 @@ func IsCredential(k string) bool {
 	return false
 }
 
-// BasicAuth is the one userinfo rule: a URL's userinfo is sent as Basic
+// setBasicAuth is the one userinfo rule: a URL's userinfo is sent as Basic
 // auth, unless the request already carries an Authorization (the
 // caller's own wins). It reports whether it set one. h must be the
 // request's own header map.
-func BasicAuth(h http.Header, u *url.Userinfo) bool {
+func setBasicAuth(h http.Header, u *url.Userinfo) bool {
 	if u == nil || h.Get("Authorization") != "" {
 		return false
 	}
@@ -87,11 +88,11 @@ func BasicAuth(h http.Header, u *url.Userinfo) bool {
 	return true
 }
 
-// EscapesBase reports whether a relative path climbs above its root with
+// escapesBase reports whether a relative path climbs above its root with
 // "..": joined to BASE_URL's path, "../admin" or "a/../../x" would leave
 // it. Paths built from user input ("/stock/"+isbn) must not reach another
 // API of the same host.
-func EscapesBase(p string) bool {
+func escapesBase(p string) bool {
 	if !strings.Contains(p, "..") {
 		return false
 	}
@@ -116,9 +117,9 @@ func EscapesBase(p string) bool {
 	return false
 }
 
-// Resolve joins a relative URL to base: the path is appended to the base
+// resolveRef joins a relative URL to base: the path is appended to the base
 // path, and the query is the base query followed by the request's.
-func Resolve(base, rel *url.URL) *url.URL {
+func resolveRef(base, rel *url.URL) *url.URL {
 	u := *base
 	u.Path = strings.TrimSuffix(base.Path, "/") + "/" + strings.TrimPrefix(rel.Path, "/")
 	if rel.RawPath != "" || base.RawPath != "" {
@@ -134,13 +135,13 @@ func Resolve(base, rel *url.URL) *url.URL {
 	return &u
 }
 
-// Under reports whether u is base's origin and its path lies under base's
+// underBase reports whether u is base's origin and its path lies under base's
 // path ("/v1/up" under "/v1"; "/admin" is not): a redirect that leaves it
 // goes to another API of the same host. A base without a path ("/" or "")
 // holds every path of its origin. Paths compare as cleaned, so
 // "/v1/../admin" is not under "/v1".
-func Under(u, base *url.URL) bool {
-	if !Same(u, base) {
+func underBase(u, base *url.URL) bool {
+	if !sameOrigin(u, base) {
 		return false
 	}
 	root := strings.TrimSuffix(base.EscapedPath(), "/")

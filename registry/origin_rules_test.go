@@ -1,14 +1,10 @@
-package origin
+package registry
 
 import (
 	"net/http"
 	"net/url"
 	"testing"
-
-	"go.uber.org/goleak"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func mustURL(t *testing.T, s string) *url.URL {
 	t.Helper()
@@ -32,19 +28,19 @@ func TestSameComparesSchemeHostAndDefaultPort(t *testing.T) {
 		{"https://h", "https://h.evil", false},
 		{"http://[::1]:80/", "http://[::1]/", true},
 	} {
-		if got := Same(mustURL(t, c.a), mustURL(t, c.b)); got != c.want {
-			t.Errorf("Same(%s, %s) = %v, want %v", c.a, c.b, got, c.want)
+		if got := sameOrigin(mustURL(t, c.a), mustURL(t, c.b)); got != c.want {
+			t.Errorf("sameOrigin(%s, %s) = %v, want %v", c.a, c.b, got, c.want)
 		}
 	}
 	a, b := mustURL(t, "https://a.example/x"), mustURL(t, "https://A.example:443/y")
-	if n := testing.AllocsPerRun(100, func() { Same(a, b) }); n != 0 {
-		t.Errorf("Same allocates %v times", n)
+	if n := testing.AllocsPerRun(100, func() { sameOrigin(a, b) }); n != 0 {
+		t.Errorf("sameOrigin allocates %v times", n)
 	}
 }
 
 func TestStringShowsOnlyTheOrigin(t *testing.T) {
-	if got := String(mustURL(t, "HTTPS://user:pw@Pay.Example/v1?key=s")); got != "https://pay.example:443" {
-		t.Errorf("String = %q", got)
+	if got := urlString(mustURL(t, "HTTPS://user:pw@Pay.Example/v1?key=s")); got != "https://pay.example:443" {
+		t.Errorf("urlString = %q", got)
 	}
 }
 
@@ -53,8 +49,8 @@ func TestEscapesBase(t *testing.T) {
 		"/stock/42": false, "stock/42": false, "a/../b": false, "./x": false, "/..x/y": false,
 		"../admin": true, "a/../../x": true, "/..": true, "..;/admin": true, `..\admin`: true,
 	} {
-		if got := EscapesBase(p); got != want {
-			t.Errorf("EscapesBase(%q) = %v, want %v", p, got, want)
+		if got := escapesBase(p); got != want {
+			t.Errorf("escapesBase(%q) = %v, want %v", p, got, want)
 		}
 	}
 }
@@ -66,8 +62,8 @@ func TestResolveJoinsPathAndQuery(t *testing.T) {
 		{"https://h/v1?key=k", "/s?x=1", "https://h/v1/s?key=k&x=1"},
 		{"https://h", "/a%2Fb", "https://h/a%2Fb"},
 	} {
-		if got := Resolve(mustURL(t, c.base), mustURL(t, c.rel)).String(); got != c.want {
-			t.Errorf("Resolve(%s, %s) = %s, want %s", c.base, c.rel, got, c.want)
+		if got := resolveRef(mustURL(t, c.base), mustURL(t, c.rel)).String(); got != c.want {
+			t.Errorf("resolveRef(%s, %s) = %s, want %s", c.base, c.rel, got, c.want)
 		}
 	}
 }
@@ -86,11 +82,11 @@ func TestUnderKeepsRedirectsBelowBasePath(t *testing.T) {
 		"https://other.example/v1/up":     false,
 		"http://h.example/v1/up":          false,
 	} {
-		if got := Under(mustURL(t, u), base); got != want {
-			t.Errorf("Under(%s, %s) = %v, want %v", u, base, got, want)
+		if got := underBase(mustURL(t, u), base); got != want {
+			t.Errorf("underBase(%s, %s) = %v, want %v", u, base, got, want)
 		}
 	}
-	if !Under(mustURL(t, "https://h.example/anything"), mustURL(t, "https://h.example/")) {
+	if !underBase(mustURL(t, "https://h.example/anything"), mustURL(t, "https://h.example/")) {
 		t.Error("a base without a path must hold every path of its origin")
 	}
 }
@@ -100,23 +96,23 @@ func TestStripCredentialsDropsAPIKeysAndTheBudget(t *testing.T) {
 	for _, k := range []string{"Authorization", "Cookie", "Idempotency-Key", "X-Api-Key", "Api-Key", "X-Auth-Token", "X-Time-Budget", "Accept"} {
 		h.Set(k, "v")
 	}
-	StripCredentials(h)
+	stripCredentials(h)
 	if len(h) != 1 || h.Get("Accept") != "v" {
-		t.Errorf("after StripCredentials: %v, want Accept alone", h)
+		t.Errorf("after stripCredentials: %v, want Accept alone", h)
 	}
 }
 
 func TestBasicAuthNeverOverridesTheCallersAuthorization(t *testing.T) {
 	u := url.UserPassword("svc", "s3cret")
 	h := http.Header{}
-	if !BasicAuth(h, u) || h.Get("Authorization") != "Basic c3ZjOnMzY3JldA==" {
+	if !setBasicAuth(h, u) || h.Get("Authorization") != "Basic c3ZjOnMzY3JldA==" {
 		t.Errorf("Authorization = %q", h.Get("Authorization"))
 	}
 	h = http.Header{"Authorization": {"Bearer t"}}
-	if BasicAuth(h, u) || h.Get("Authorization") != "Bearer t" {
+	if setBasicAuth(h, u) || h.Get("Authorization") != "Bearer t" {
 		t.Errorf("the caller's Authorization was replaced: %q", h.Get("Authorization"))
 	}
-	if BasicAuth(http.Header{}, nil) {
+	if setBasicAuth(http.Header{}, nil) {
 		t.Error("no userinfo set an Authorization")
 	}
 }
