@@ -2,6 +2,7 @@ package observe
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -121,5 +122,33 @@ func TestStatusClass(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _ = StatusClass(503) }); n != 0 {
 		t.Errorf("StatusClass allocates %v times", n)
+	}
+}
+
+// TestARefusalHasOneName checks that each refusal is one name in every
+// medium: the outcome's label (breaker_open), the op's name in errors
+// and error.type (breaker open), and the reason of a refusal response
+// (breaker-open), and that the reason leads back to its op.
+func TestARefusalHasOneName(t *testing.T) {
+	n := 0
+	for op := range numOps {
+		out := op.Outcome(true)
+		if !out.Refused() {
+			continue
+		}
+		n++
+		label := out.String()
+		if got, want := op.String(), strings.ReplaceAll(label, "_", " "); got != want {
+			t.Errorf("op of %s is named %q, want %q", label, got, want)
+		}
+		if got, want := op.Reason(), strings.ReplaceAll(label, "_", "-"); got != want {
+			t.Errorf("reason of %s is %q, want %q", label, got, want)
+		}
+		if back, ok := OpOfReason(op.Reason()); !ok || back != op {
+			t.Errorf("OpOfReason(%q) = %v, %v; want %v", op.Reason(), back, ok, op)
+		}
+	}
+	if n < 5 {
+		t.Errorf("%d refusal ops, want at least 5 (breaker, forced open, bulkhead, budget, rate limit)", n)
 	}
 }

@@ -59,16 +59,19 @@ const (
 )
 
 // ops is the table: one row for each way an attempt or a call ends
-// without a response.
+// without a response. A refusal has one name, spelled as each medium
+// wants it: its outcome's label in metrics and logs (breaker_open), the
+// op's name in errors and error.type (breaker open), the reason of a
+// refusal response (breaker-open); a test holds the three together.
 var ops = [numOps]opRow{
 	opNone:           {"", 0, 0, ""},
 	OpClosed:         {"closed", 0, 0, ""},
 	OpRequest:        {"request", 0, 0, ""},
-	OpBudget:         {"budget", deadline, OutcomeBudgetSpent, "budget-spent"},
-	OpBulkhead:       {"bulkhead", 0, OutcomeBulkheadFull, "bulkhead-full"},
-	OpBreaker:        {"breaker", 0, OutcomeBreakerOpen, "breaker-open"},
+	OpBudget:         {"budget spent", deadline, OutcomeBudgetSpent, "budget-spent"},
+	OpBulkhead:       {"bulkhead full", 0, OutcomeBulkheadFull, "bulkhead-full"},
+	OpBreaker:        {"breaker open", 0, OutcomeBreakerOpen, "breaker-open"},
 	OpForcedOpen:     {"forced open", 0, OutcomeForcedOpen, "forced-open"},
-	OpRateLimit:      {"rate limit", 0, OutcomeRateLimited, "rate-limited"},
+	OpRateLimit:      {"rate limited", 0, OutcomeRateLimited, "rate-limited"},
 	OpConnect:        {"connect", retried | failure | load, 0, ""},
 	OpConnectTimeout: {"connect timeout", retried | failure | timeout | load, 0, ""},
 	OpTLSTimeout:     {"tls handshake timeout", retried | failure | timeout | load, 0, ""},

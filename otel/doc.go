@@ -105,7 +105,7 @@
 // http.request.method, outbound.system, url.template and outbound.route
 // (as in the metrics), server.address and server.port (from its first
 // attempt), outbound.attempts, and at its end
-// http.response.status_code, or error.type (the registry's op: "breaker",
+// http.response.status_code, or error.type (the registry's op: "breaker open",
 // "call timeout", ...) and an error status. A call refused before
 // anything was sent has no attempt span, and an event [RefusalEvent] with
 // outbound.refusal.reason ("breaker-open", "bulkhead-full",

@@ -175,7 +175,7 @@ func TestRefusalIsAnEventOfTheCallSpanWithoutAttempt(t *testing.T) {
 		t.Fatalf("%d call spans and %d attempt spans, want 1 and 0", len(calls), len(attempts))
 	}
 	c := calls[0]
-	if got := spanAttrs(c); got["error.type"] != "breaker" || got["outbound.attempts"] != "0" || c.Status().Code != codes.Error {
+	if got := spanAttrs(c); got["error.type"] != "breaker open" || got["outbound.attempts"] != "0" || c.Status().Code != codes.Error {
 		t.Errorf("call span %v (%v): want error.type breaker, 0 attempts, an error", got, c.Status())
 	}
 	ev := c.Events()

@@ -77,7 +77,7 @@ type causeSentence struct {
 
 // String reads as one sentence, each thing said once:
 //
-//	outbound payments: bulkhead: full
+//	outbound payments: bulkhead full
 //	outbound payments: GET "https://pay.example/v1/x": call timeout after 3 attempts (last status 503): ...
 func (s causeSentence) String() string {
 	var b strings.Builder
@@ -99,8 +99,8 @@ func (s causeSentence) String() string {
 			cause = strings.TrimPrefix(cause, p)
 		}
 	}
-	if cause == s.Op.String() {
-		cause = "" // "call timeout: call timeout"
+	if op := s.Op.String(); cause == op || strings.HasSuffix(op, " "+cause) {
+		cause = "" // "call timeout: call timeout", "bulkhead full: full"
 	}
 	if !s.Alone {
 		b.WriteString(s.Op.String())

@@ -83,7 +83,7 @@ type Error struct {
 // *url.Error around it names it already), the stage, and the cause, each
 // said once (cause.go):
 //
-//	outbound payments: bulkhead: full
+//	outbound payments: bulkhead full
 //	outbound payments: GET "https://pay.example/v1/x": call timeout after 3 attempts (last status 503): ...
 func (e *Error) Error() string {
 	s := causeSentence{System: e.System, Op: e.Op, Attempts: e.Attempts, StatusCode: e.StatusCode,

@@ -27,9 +27,9 @@ func TestErrorTextSaysSystemStageAndCauseOnce(t *testing.T) {
 		want string
 		is   error
 	}{
-		{&Error{System: "inv", Op: observe.OpBulkhead, Err: bulkhead.ErrFull}, "outbound inv: bulkhead: full", bulkhead.ErrFull},
-		{&Error{System: "inv", Op: observe.OpBreaker, Err: breaker.Open}, "outbound inv: breaker: circuit open", ErrCircuitOpen},
-		{&Error{System: "inv", Op: observe.OpBreaker, Err: breaker.ProbesBusy}, "outbound inv: breaker: circuit half-open, every probe taken", gobreaker.ErrTooManyRequests},
+		{&Error{System: "inv", Op: observe.OpBulkhead, Err: bulkhead.ErrFull}, "outbound inv: bulkhead full", bulkhead.ErrFull},
+		{&Error{System: "inv", Op: observe.OpBreaker, Err: breaker.Open}, "outbound inv: breaker open", ErrCircuitOpen},
+		{&Error{System: "inv", Op: observe.OpBreaker, Err: breaker.ProbesBusy}, "outbound inv: breaker open: half-open, every probe taken", gobreaker.ErrTooManyRequests},
 		{&Error{System: "inv", Op: observe.OpBudget, Err: capbudget.ErrExhausted}, "outbound inv: time budget exhausted", capbudget.ErrExhausted},
 		{&Error{System: "inv", Op: observe.OpClosed, Err: ErrClosed}, "outbound inv: registry closed", ErrClosed},
 		{&Error{System: "inv", Op: observe.OpCallTimeout, Method: "GET", URL: "http://h/x", Err: capbudget.ErrCallTimeout},
@@ -54,8 +54,8 @@ func TestErrorTextSaysSystemStageAndCauseOnce(t *testing.T) {
 	c := tbrClient(t, srv.URL, tbrFast("MAX_CONCURRENT", "1", "RETRIES", "0"))
 	held := holdPermit(t, c, gate)
 	_, _, err := tbrGet(t, tbrCtx(t, 5*time.Second), c, "/x")
-	if err == nil || err.Error() != "outbound inv: bulkhead: full" || !errors.Is(err, bulkhead.ErrFull) {
-		t.Errorf("full bulkhead: got %v, want \"outbound inv: bulkhead: full\" matching bulkhead.ErrFull", err)
+	if err == nil || err.Error() != "outbound inv: bulkhead full" || !errors.Is(err, bulkhead.ErrFull) {
+		t.Errorf("full bulkhead: got %v, want \"outbound inv: bulkhead full\" matching bulkhead.ErrFull", err)
 	}
 	if _, ok := err.(*Error); !ok {
 		t.Errorf("Do returned %T, want *Error", err)

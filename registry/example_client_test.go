@@ -118,6 +118,6 @@ func ExampleClient_Force() {
 	fmt.Println(partner.Status().Forced == nil)
 	// Output:
 	// open open
-	// outbound partner: forced open: circuit forced open by an operator
+	// outbound partner: forced open: an operator forced the breaker open
 	// true
 }

@@ -118,7 +118,7 @@ func TestRefusalsAreSampledPerSystemAndReason(t *testing.T) {
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Fatalf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
-		if recs[0]["error.type"] != "breaker" {
+		if recs[0]["error.type"] != "breaker open" {
 			t.Errorf("first refusal without its error.type: %v", recs[0])
 		}
 	})

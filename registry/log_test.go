@@ -180,8 +180,8 @@ func TestLoggerScriptedSequence(t *testing.T) {
 	if m := find("the bulkhead rejection", func(m map[string]any) bool {
 		return m["msg"] == logMsgRefused && m["outbound.outcome"] == "bulkhead_full"
 	}); m != nil {
-		if m["level"] != "INFO" || m["outbound.system"] != "inv" || m["error.type"] != "bulkhead" || m["exception.message"] == "" {
-			t.Errorf("bulkhead record %v: want level INFO, system inv, error.type bulkhead, a message", m)
+		if m["level"] != "INFO" || m["outbound.system"] != "inv" || m["error.type"] != "bulkhead full" || m["exception.message"] == "" {
+			t.Errorf("bulkhead record %v: want level INFO, system inv, error.type bulkhead full, a message", m)
 		}
 	}
 	find("the breaker rejection", func(m map[string]any) bool {

@@ -67,7 +67,7 @@ func TestRecorderKeepsTheFailureThatOpenedTheBreaker(t *testing.T) {
 	r := NewRecorder()
 	r.ObserveCall(observe.CallEvent{System: "inv", Method: "GET", Attempts: 1, Op: observe.OpConnect, Err: errors.New("dial tcp 10.0.0.9:443: connection refused"), Outcome: observe.OutcomeGaveUp})
 	for _, out := range []observe.Outcome{observe.OutcomeBreakerOpen, observe.OutcomeForcedOpen, observe.OutcomeRateLimited, observe.OutcomeBudgetSpent} {
-		r.ObserveCall(observe.CallEvent{System: "inv", Method: "GET", Err: errors.New("circuit open"), Outcome: out})
+		r.ObserveCall(observe.CallEvent{System: "inv", Method: "GET", Err: errors.New("breaker open"), Outcome: out})
 	}
 	if l := r.snapshot("inv").Last; l.out != observe.OutcomeGaveUp || l.message() != "dial tcp 10.0.0.9:443: connection refused" {
 		t.Errorf("last failure %s %q, want the refused connect", l.out, l.message())
@@ -122,7 +122,7 @@ func TestRecorderKeepsTheAttemptThatOpenedTheBreaker(t *testing.T) {
 	r.ObserveAttempt(observe.AttemptEvent{System: "inv", Method: "GET", Attempt: 1, Op: observe.OpReadTimeout,
 		Err: errors.New("net/http: timeout awaiting response headers"), Outcome: observe.OutcomeRetry})
 	for _, e := range []observe.AttemptEvent{
-		{Attempt: 2, Op: observe.OpBreaker, Err: errors.New("circuit open"), Outcome: observe.OutcomeBreakerOpen},
+		{Attempt: 2, Op: observe.OpBreaker, Err: errors.New("breaker open"), Outcome: observe.OutcomeBreakerOpen},
 		{Attempt: 2, Op: observe.OpForcedOpen, Err: errors.New("circuit forced open"), Outcome: observe.OutcomeForcedOpen},
 		{Attempt: 2, Op: observe.OpRateLimit, Err: errors.New("rate limited"), Outcome: observe.OutcomeRateLimited},
 		{Attempt: 2, Op: observe.OpCanceled, Err: errors.New("context canceled"), Outcome: observe.OutcomeHedgeLost},

@@ -72,7 +72,7 @@ func TestStatusJSONShowsTheFailureThatOpenedTheBreaker(t *testing.T) {
 			if s.Breaker != observe.BreakerOpen || s.BreakerRejected != 6 || up.Requests() == 0 {
 				t.Fatalf("breaker %s, %d refused: want open, every call refused", s.Breaker, s.BreakerRejected)
 			}
-			if s.OpenedBy == nil || !strings.HasPrefix(s.OpenedBy.Message, tc.want) || strings.Contains(s.OpenedBy.Message, "circuit open") {
+			if s.OpenedBy == nil || !strings.HasPrefix(s.OpenedBy.Message, tc.want) || strings.Contains(s.OpenedBy.Message, "breaker open") {
 				t.Errorf("opened by %+v, want %q", s.OpenedBy, tc.want)
 			}
 		})

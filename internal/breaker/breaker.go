@@ -19,7 +19,7 @@ import (
 
 // ErrOpen is registry.ErrCircuitOpen: every refusal of the breaker
 // matches it.
-var ErrOpen = errors.New("outbound: circuit open")
+var ErrOpen = errors.New("outbound: breaker open")
 
 // Rule is when a breaker trips: at least BREAKER_MIN_REQUESTS attempts of
 // its window judged and BREAKER_FAILURE_RATIO of them failed. It may
@@ -153,9 +153,9 @@ type refusal struct {
 // taken, or forced open by an operator. Each matches [ErrOpen] and wraps
 // gobreaker's error.
 var (
-	Open       error = &refusal{gobreaker.ErrOpenState, "circuit open"}
-	ProbesBusy error = &refusal{gobreaker.ErrTooManyRequests, "circuit half-open, every probe taken"}
-	ForcedOpen error = &refusal{gobreaker.ErrOpenState, "circuit forced open by an operator"}
+	Open       error = &refusal{gobreaker.ErrOpenState, "breaker open"}
+	ProbesBusy error = &refusal{gobreaker.ErrTooManyRequests, "half-open, every probe taken"}
+	ForcedOpen error = &refusal{gobreaker.ErrOpenState, "an operator forced the breaker open"}
 )
 
 func (r *refusal) Error() string { return r.msg }
