@@ -130,24 +130,33 @@ func TestRefusalIsACallOutcomeAndNoRequest(t *testing.T) {
 	}
 }
 
-// TestRetryRefusedByTheBreakerIsNoRequest checks that an attempt the
-// breaker refuses on its way (a retry after the failure that opened it)
-// is not a record of http.client.request.duration: nothing was sent.
+// TestRetryRefusedByTheBreakerIsNoRequest checks a call whose first
+// attempt opens the breaker, so that its retry is refused: the attempt
+// that was sent is the one record of http.client.request.duration (the
+// refused retry sent nothing), and the call counts as sent and given up,
+// not as a refusal.
 func TestRetryRefusedByTheBreakerIsNoRequest(t *testing.T) {
 	t.Parallel()
-	up := outboundtest.NewUpstream(t, outboundtest.Reply{Status: 503})
-	r := newRig(t, env(up.URL, map[string]string{"RETRIES": "2", "BACKOFF_BASE": "1ms", "BACKOFF_MAX": "2ms",
-		"BREAKER_MIN_REQUESTS": "1", "BREAKER_FAILURE_RATIO": "0.5", "BREAKER_OPEN_TIMEOUT": "10m"}))
-
-	if _, err := r.get(t, context.Background(), "inventory", "/", ""); err == nil || up.Requests() != 1 {
-		t.Fatalf("call: %v after %d requests, want the breaker's refusal after 1", err, up.Requests())
-	}
-	got := r.collect(t)
-	if req := got["http.client.request.duration"]; len(req) != 1 || req[0].value != 1 || req[0].attrs["error.type"] != "503" {
-		t.Errorf("http.client.request.duration %v, want the 503's record only", req)
-	}
-	if v := value(t, got, "outbound.calls", map[string]string{"outbound.outcome": "breaker_open"}); v != 1 {
-		t.Errorf("outbound.calls{breaker_open} = %v, want 1", v)
+	up := outboundtest.NewUpstream(t, hangOr503())
+	for _, tc := range []struct{ name, path, errorType string }{
+		{"503", "/down", "503"},
+		{"read timeout", "/hang", "read timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t, env(up.URL, breakerOpensOnTheFirstFailureEnv))
+			_, _ = r.get(t, context.Background(), "inventory", tc.path, "")
+			got := r.collect(t)
+			if req := got["http.client.request.duration"]; len(req) != 1 || req[0].value != 1 || req[0].attrs["error.type"] != tc.errorType {
+				t.Errorf("http.client.request.duration %v, want the one record of the attempt sent (error.type %s)", req, tc.errorType)
+			}
+			if v := value(t, got, "outbound.calls", nil); v != 1 {
+				t.Errorf("outbound.calls has %v calls, want 1", v)
+			}
+			if v := value(t, got, "outbound.calls", map[string]string{"outbound.outcome": "gave_up"}); v != 1 {
+				t.Errorf("outbound.calls{gave_up} = %v, want 1", v)
+			}
+		})
 	}
 }
 

@@ -192,28 +192,59 @@ func TestRefusalIsAnEventOfTheCallSpanWithoutAttempt(t *testing.T) {
 }
 
 // TestRetryRefusedByTheBreakerIsNoAttemptSpan checks a call whose first
-// attempt opens the breaker: its retry is refused on its way, so the call
-// has one attempt span and the refusal as an event.
+// attempt opens the breaker, so that its retry is refused: the attempt
+// that was sent is the call's one attempt span and counts
+// (outbound.attempts 1), the refused retry is no span, and the call ends
+// on what that attempt met (the 503, a read timeout), not as a refusal.
 func TestRetryRefusedByTheBreakerIsNoAttemptSpan(t *testing.T) {
 	t.Parallel()
-	up := outboundtest.NewUpstream(t, outboundtest.Reply{Status: 503})
-	r := newRig(t, env(up.URL, map[string]string{"RETRIES": "2", "BACKOFF_BASE": "1ms", "BACKOFF_MAX": "2ms",
-		"BREAKER_MIN_REQUESTS": "1", "BREAKER_FAILURE_RATIO": "0.5", "BREAKER_OPEN_TIMEOUT": "10m"}))
+	up := outboundtest.NewUpstream(t, hangOr503())
+	for _, tc := range []struct{ name, path, errorType string }{
+		{"503", "/down", "503"},
+		{"read timeout", "/hang", "read timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t, env(up.URL, breakerOpensOnTheFirstFailureEnv))
+			status, err := r.get(t, context.Background(), "inventory", tc.path, "")
+			var re *registry.Error
+			switch {
+			case tc.path == "/down" && (err != nil || status != 503):
+				t.Fatalf("call: %d, %v; want the 503 the attempt got", status, err)
+			case tc.path == "/hang" && (!errors.As(err, &re) || re.Op.String() != "read timeout" || re.Attempts != 1):
+				t.Fatalf("call: %v; want the read timeout of the one attempt sent", err)
+			}
+			calls, attempts := r.callSpans(t)
+			if len(calls) != 1 || len(attempts) != 1 {
+				t.Fatalf("%d call spans and %d attempt spans, want 1 and 1", len(calls), len(attempts))
+			}
+			if ev := calls[0].Events(); len(ev) != 0 {
+				t.Errorf("call span events %v, want none: the call sent an attempt, it was not refused", ev)
+			}
+			a := spanAttrs(calls[0])
+			if a["outbound.attempts"] != "1" || a["error.type"] != tc.errorType {
+				t.Errorf("call span outbound.attempts = %s, error.type = %q; want 1 and %q", a["outbound.attempts"], a["error.type"], tc.errorType)
+			}
+		})
+	}
+}
 
-	_, err := r.get(t, context.Background(), "inventory", "/", "")
-	if !errors.Is(err, registry.ErrCircuitOpen) || up.Requests() != 1 {
-		t.Fatalf("call: %v after %d requests, want ErrCircuitOpen after 1", err, up.Requests())
-	}
-	calls, attempts := r.callSpans(t)
-	if len(calls) != 1 || len(attempts) != 1 {
-		t.Fatalf("%d call spans and %d attempt spans, want 1 and 1", len(calls), len(attempts))
-	}
-	if ev := calls[0].Events(); len(ev) != 1 || ev[0].Name != outboundotel.RefusalEvent {
-		t.Errorf("call span events %v, want the refusal", ev)
-	}
-	if got := spanAttrs(calls[0])["outbound.attempts"]; got != "1" {
-		t.Errorf("call span outbound.attempts = %s, want 1", got)
-	}
+// breakerOpensOnTheFirstFailureEnv allows two retries and opens the
+// breaker on the first failed attempt, for an hour.
+var breakerOpensOnTheFirstFailureEnv = map[string]string{"RETRIES": "2", "BACKOFF_BASE": "1ms", "BACKOFF_MAX": "2ms",
+	"BREAKER_MIN_REQUESTS": "1", "BREAKER_FAILURE_RATIO": "0.5", "BREAKER_OPEN_TIMEOUT": "1h",
+	"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "100ms", "READ_TIMEOUT": "200ms"}
+
+// hangOr503 answers /hang after the client has gone, and anything else
+// with a 503.
+func hangOr503() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hang" {
+			<-r.Context().Done()
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
 }
 
 // TestConnectErrorNamesItsOp checks a call whose connect fails: the call

@@ -26,7 +26,7 @@ func (c *Client) refuse(req *http.Request, p *route) error {
 	case c.closed.Load():
 		return &Error{System: c.name, Op: observe.OpClosed, Err: ErrClosed}
 	case req.URL != nil && req.URL.Host == "" && escapesBase(req.URL.Path):
-		return &Error{System: c.name, Op: observe.OpRequest, Method: req.Method, Err: ErrPathEscapesBase}
+		return &Error{System: c.name, Op: observe.OpRequest, Method: req.Method, URL: redact.Request(req), Err: ErrPathEscapesBase}
 	case req.URL != nil && req.URL.Host != "" && !sameOrigin(req.URL, c.base):
 		return &Error{System: c.name, Op: observe.OpRequest, Method: req.Method, URL: redact.Request(req),
 			Err: &originError{got: urlString(req.URL), base: urlString(c.base)}}

@@ -106,6 +106,19 @@ func (s *breakerStage) send(a *attempt) {
 	}
 }
 
+// breakerRefuses reports whether the breaker stage would refuse an
+// attempt of policy p now, with no I/O: an operator forced it open, or
+// p's circuit is open.
+func (c *Client) breakerRefuses(p *route) bool {
+	switch c.force.State() {
+	case observe.BreakerOpen:
+		return true
+	case observe.BreakerClosed:
+		return false
+	}
+	return p.cb.State() == gobreaker.StateOpen
+}
+
 // localChanged is the hook of the system's own breaker: its changes go to
 // the observers, or to the fleet's circuit when it reports the states
 // ([StateReporter]).

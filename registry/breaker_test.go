@@ -396,14 +396,12 @@ func TestBreakerCountsAttempts(t *testing.T) {
 		})
 		defer r.Close()
 		c := r.MustClient("inv")
-		// Attempts 1 and 2 fail and open the breaker; attempt 3 is
-		// refused without I/O, and the error keeps the last status.
+		// Attempts 1 and 2 fail and open the breaker; attempt 3 is not
+		// sent, and the caller gets the last 503, as when retries run
+		// out.
 		res := resilGet(c, "/x", resilBound)
-		if !errors.Is(res.err, ErrCircuitOpen) || !errors.Is(res.err, gobreaker.ErrOpenState) {
-			t.Fatalf("call: %v, want ErrCircuitOpen from the third attempt", res)
-		}
-		if !strings.Contains(res.err.Error(), "503") {
-			t.Errorf("error %q does not mention the last status 503", res.err)
+		if res.err != nil || res.status != http.StatusServiceUnavailable || res.body != "down" {
+			t.Fatalf("call: %v, want the last 503 once the breaker would refuse the third attempt", res)
 		}
 		if got := srv.Hits(); got != 2 {
 			t.Fatalf("server hits = %d, want 2", got)
@@ -741,4 +739,53 @@ func useCircuit(c *Client, cb Circuit) {
 		panic(err)
 	}
 	c.pol.Store(ps)
+}
+
+// TestRetryRefusedByTheBreakerReturnsTheLastResponse checks that when a
+// call's own attempt opens the breaker and the breaker would refuse its
+// retry, the caller gets the response that was received (the upstream's
+// 503, body readable), as when retries run out, through Do and
+// HTTPClient alike; and the call is counted as one that sent a request and
+// gave up, never as a refusal.
+func TestRetryRefusedByTheBreakerReturnsTheLastResponse(t *testing.T) {
+	t.Parallel()
+	for _, via := range []string{"Do", "HTTPClient"} {
+		t.Run(via, func(t *testing.T) {
+			t.Parallel()
+			up := outboundtest.NewUpstream(t, outboundtest.Reply{Status: http.StatusServiceUnavailable, Body: "upstream down"})
+			obs := &tbrObserver{}
+			reg := loadRegistry(t, payEnv(up.URL, "RETRIES", "2", "BREAKER_MIN_REQUESTS", "1", "BREAKER_FAILURE_RATIO", "0.5",
+				"BREAKER_OPEN_TIMEOUT", "1h"), WithObserver(obs))
+			c := reg.MustClient("pay")
+			send := c.Do
+			if via == "HTTPClient" {
+				send = c.HTTPClient().Do
+			}
+			status, h, body, err := sendRead(tbrCtx(t, 10*time.Second), t, send, http.MethodGet, "/x", nil)
+			if err != nil || status != http.StatusServiceUnavailable || !strings.Contains(body, "upstream down") {
+				t.Fatalf("got %d %q, %v; want the upstream's 503 with its body", status, body, err)
+			}
+			if h.Get(RefusedHeader) != "" || Refusal(h) != nil {
+				t.Errorf("the upstream's answer came back marked as a refusal: %v", h)
+			}
+			if via == "HTTPClient" && (h.Get("X-Should-Retry") != "false" || h.Get("Stripe-Should-Retry") != "false") {
+				t.Errorf("HTTPClient's answer does not tell the SDK that outbound gave up: %v", h)
+			}
+			if n := up.Requests(); n != 1 {
+				t.Errorf("the upstream got %d requests, want 1 (the retry refused by the open breaker)", n)
+			}
+			st := c.Status()
+			if st.Breaker != observe.BreakerOpen || st.Sent != 1 || st.GaveUp != 1 || st.BreakerRejected != 0 ||
+				st.Outcomes["gave_up"] != 1 || st.Outcomes["breaker_open"] != 0 {
+				t.Errorf("Status: breaker %s, sent %d, gave up %d, breaker rejected %d, outcomes %v; want open, 1 sent, 1 gave up, no refusal",
+					st.Breaker, st.Sent, st.GaveUp, st.BreakerRejected, st.Outcomes)
+			}
+			obs.mu.Lock()
+			defer obs.mu.Unlock()
+			if len(obs.calls) != 1 || obs.calls[0].Outcome != observe.OutcomeGaveUp || obs.calls[0].Attempts != 1 ||
+				obs.calls[0].Status != http.StatusServiceUnavailable {
+				t.Errorf("observers saw %+v, want one call that gave up after 1 attempt on status 503", obs.calls)
+			}
+		})
+	}
 }

@@ -57,7 +57,13 @@
 // instead ([RefusedHeader], [Refusal]).
 //
 // As with http.Client, 4xx and 5xx responses are responses, not errors:
-// when retries run out on a status the caller gets the last response.
+// when retries run out on a status, or the breaker would refuse the retry
+// (the attempt may have opened it), the caller gets the last response. A
+// retry refused after a failure that left no response (the breaker or
+// the rate limit) ends the call as when retries run out: an [*Error] of
+// the last failure's op and the attempts sent, the refusal joined to its
+// cause (so it still matches [ErrCircuitOpen] or [ErrRateLimited]), and
+// the call counts as sent, not refused.
 // The caller must close the response body; a forgotten body still gives
 // its bulkhead permit back when the call's deadline fires.
 //

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/outbound-go/outbound/observe"
@@ -105,4 +106,32 @@ func TestForceEndsByItself(t *testing.T) {
 			t.Errorf("Force(%q, %v) accepted", bad.s, bad.d)
 		}
 	}
+}
+
+// TestForcedOpenRetryAfterIsTheOverridesTimeLeft checks that
+// HTTPClient's refusal of a call refused by a forced open says, in
+// Retry-After, when the operator's override ends (its time left, rounded
+// up to whole seconds), not the system's BREAKER_OPEN_TIMEOUT; on
+// synctest's clock, with no I/O (a forced open sends nothing).
+func TestForcedOpenRetryAfterIsTheOverridesTimeLeft(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := rateClient(t, "http://127.0.0.1:1", map[string]string{"BREAKER_OPEN_TIMEOUT": "15s"})
+		if err := c.Force(observe.BreakerOpen, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		for _, step := range []struct {
+			sleep time.Duration
+			want  string
+		}{{0, "60"}, {500 * time.Millisecond, "60"}, {20 * time.Second, "40"}, {39 * time.Second, "1"}} {
+			time.Sleep(step.sleep)
+			resp, err := rateGet(t, c.HTTPClient().Do)
+			if err != nil || resp.Header.Get(RefusedHeader) != "forced-open" {
+				t.Fatalf("forced open: %v %v, want the refusal forced-open", resp, err)
+			}
+			if got := resp.Header.Get("Retry-After"); got != step.want {
+				t.Errorf("Retry-After %q with %v of the override left, want %q", got, c.Status().Forced.Until.Sub(time.Now()), step.want)
+			}
+		}
+	})
 }

@@ -114,3 +114,31 @@ func TestHTTPClientSendsBaseURLUserinfoAsBasicAuth(t *testing.T) {
 		t.Error("HTTPClient returns one shared *http.Client: a library that sets its Timeout changes it for everyone")
 	}
 }
+
+// TestPathEscapingBaseErrorNamesTheRedactedPath checks that the refusal
+// of a path that climbs above BASE_URL names that path, with its query
+// values redacted as in every error of Do. (Through HTTPClient, net/http's
+// *url.Error names the caller's own URL, and the *Error inside does not
+// repeat it.)
+func TestPathEscapingBaseErrorNamesTheRedactedPath(t *testing.T) {
+	t.Parallel()
+	srv := testutil.Script(t, outboundtest.Reply{Body: "ok"})
+	r := loadRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "inv", "INV_BASE_URL": srv.URL + "/v1"})
+	defer r.Close()
+	c := r.MustClient("inv")
+	res := resilGet(c, "/stock/../../admin?api_key=s3cret&page=2", resilBound)
+	var e *Error
+	if !errors.Is(res.err, ErrPathEscapesBase) || !errors.As(res.err, &e) {
+		t.Fatalf("%v, want an *Error matching ErrPathEscapesBase", res)
+	}
+	msg := e.Error()
+	if !strings.Contains(msg, `GET "/stock/../../admin?api_key=`) || !strings.Contains(msg, "page=2") {
+		t.Errorf("%q, want it to name the path and its safe query values", msg)
+	}
+	if strings.Contains(msg, "s3cret") || strings.Contains(e.URL, "s3cret") {
+		t.Errorf("%q shows the query's secret value", msg)
+	}
+	if n := srv.Hits(); n != 0 {
+		t.Fatalf("server saw %d requests, want 0", n)
+	}
+}

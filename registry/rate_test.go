@@ -128,6 +128,14 @@ func TestEveryRequestThatLeavesTakesAToken(t *testing.T) {
 	if up.Requests() != 2 {
 		t.Errorf("the upstream got %d requests, want 2", up.Requests())
 	}
+	// The call sent two attempts: it gave up on their status, it was not
+	// refused.
+	if e.Op != observe.OpStatus || e.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("Error{Op %q, StatusCode %d}, want the last attempt's status 503", e.Op, e.StatusCode)
+	}
+	if st := c.Status(); st.Sent != 1 || st.Outcomes["gave_up"] != 1 || st.Outcomes["rate_limited"] != 0 {
+		t.Errorf("Status: sent %d, outcomes %v; want the call counted as sent and given up", st.Sent, st.Outcomes)
+	}
 }
 
 // TestRateMaxWaitHoldsRequestsForTheirToken checks that with a wait

@@ -3,6 +3,7 @@ package registry
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/outbound-go/outbound/internal/refusal"
 	"github.com/outbound-go/outbound/observe"
@@ -33,18 +34,36 @@ const RefusedHeader = refusal.Header
 const refusedSystemHeader = refusal.SystemHeader
 
 // refusal is HTTPClient's answer to a call refused with e: Retry-After
-// is BREAKER_OPEN_TIMEOUT in seconds for the breaker, 1 for the bulkhead
-// and the rate limit, none for a spent budget (waiting gives no time
-// back).
+// is BREAKER_OPEN_TIMEOUT in seconds for the breaker, the time left of
+// the operator's override for a forced open, 1 for the bulkhead and the
+// rate limit, none for a spent budget (waiting gives no time back). A
+// duration is rounded up to whole seconds.
 func (c *Client) refusal(req *http.Request, e *Error, reason string) *http.Response {
 	retryAfter := ""
 	switch e.Op {
-	case observe.OpBreaker, observe.OpForcedOpen:
-		retryAfter = strconv.FormatInt(int64((c.Config().BreakerOpenTimeout+999_999_999)/1e9), 10)
+	case observe.OpBreaker:
+		retryAfter = seconds(c.Config().BreakerOpenTimeout)
+	case observe.OpForcedOpen:
+		retryAfter = seconds(c.forceLeft())
 	case observe.OpBulkhead, observe.OpRateLimit:
 		retryAfter = "1"
 	}
 	return refusal.Response(req, refusal.Reason{System: c.name, Reason: reason, Message: e.Error(), RetryAfter: retryAfter})
+}
+
+// forceLeft is the time left of the override that forced the breaker
+// open; BREAKER_OPEN_TIMEOUT when it ended a moment ago.
+func (c *Client) forceLeft() time.Duration {
+	if f := c.force.Status(); f != nil && f.State == observe.BreakerOpen {
+		return time.Until(f.Until)
+	}
+	return c.Config().BreakerOpenTimeout
+}
+
+// seconds is d rounded up to whole seconds, at least 1, as Retry-After
+// writes it.
+func seconds(d time.Duration) string {
+	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
 }
 
 // Refusal returns the error of a call that [Client.HTTPClient] refused

@@ -32,6 +32,10 @@ type retrier struct {
 	cl      *call
 	max     int   // attempts allowed
 	lastErr error // the failure the last retry answered
+	// lastOp and lastStatus are what ended the attempt the last retry
+	// answered: its op (observe.OpStatus for a status) and its status.
+	lastOp     observe.Op
+	lastStatus int
 }
 
 func (s *retryStage) handle(cl *call) (*http.Response, error) {
@@ -87,12 +91,17 @@ func (r *retrier) request(n int) (*http.Request, error) {
 func (r *retrier) settle(a *attempt) (done bool, _ *http.Response, _ error) {
 	cl := r.cl
 	switch {
-	case a.err != nil && a.op.Outcome(false).Refused():
+	case a.err != nil && a.op.Outcome(false).Refused() && a.n == 1:
 		closeBody(a.req)
-		// Name the attempts already sent and the failure that preceded
-		// the refusal.
 		return true, nil, cl.end(&Error{System: r.c.name, Op: a.op, Method: cl.req.Method, URL: redact.Request(cl.req),
-			Attempts: a.n - 1, Err: joinCauses(a.err, r.lastErr)}, a.op.Outcome(false))
+			Err: a.err}, a.op.Outcome(false))
+	case a.err != nil && a.op.Outcome(false).Refused():
+		// A retry refused (the breaker opened during the wait, the rate
+		// limit had no token): the call ends as when retries run out,
+		// on the failure the attempts sent met, with the refusal.
+		closeBody(a.req)
+		return true, nil, cl.end(&Error{System: r.c.name, Op: r.lastOp, Method: cl.req.Method, URL: redact.Request(cl.req),
+			Attempts: a.n - 1, StatusCode: r.lastStatus, Err: joinCauses(r.lastErr, a.err)}, r.lastOp.Outcome(true))
 	case a.err == nil && !policy.TemporaryStatus(a.resp.StatusCode) && !policy.RetryStatus(a.resp.StatusCode, a.resp.Header):
 		cl.answered(a.resp, a.n, answerOutcome(a.resp.StatusCode))
 		return true, a.resp, nil
@@ -130,6 +139,12 @@ func (r *retrier) next(a *attempt) (done bool, _ *http.Response, _ error) {
 		return true, a.resp, nil
 	case last:
 		return true, nil, cl.fail(a.op, a.n, withCause(a.err, cl.ctx))
+	case a.err == nil && r.c.breakerRefuses(cl.route):
+		// The breaker would refuse the retry (this attempt may have
+		// opened it): the caller gets this response, as when retries
+		// run out, rather than a refusal that hides it.
+		cl.answered(a.resp, a.n, observe.OutcomeGaveUp)
+		return true, a.resp, nil
 	case r.pastDeadline(wait):
 		return true, nil, r.tooLate(a, wait, hint)
 	case !r.c.retryBudget.Retry(time.Now()):
@@ -140,10 +155,11 @@ func (r *retrier) next(a *attempt) (done bool, _ *http.Response, _ error) {
 	if a.err == nil {
 		status = a.resp.StatusCode
 		drainResponse(a.resp)
-		r.lastErr = fmt.Errorf("status %d", status)
+		r.lastErr, r.lastOp = fmt.Errorf("status %d", status), observe.OpStatus
 	} else {
-		r.lastErr = a.err
+		r.lastErr, r.lastOp = a.err, a.op
 	}
+	r.lastStatus = status
 	r.c.stats.retries.Add(1)
 	if !policy.Sleep(cl.ctx, wait) {
 		e := &Error{System: r.c.name, Op: classify(cl.ctx, r.lastErr), Method: cl.req.Method, URL: redact.Request(cl.req),

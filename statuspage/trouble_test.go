@@ -39,8 +39,9 @@ func snapshot(t *testing.T, r *registry.Registry, rec *statuspage.Recorder) stat
 }
 
 // TestStatusJSONShowsTheFailureThatOpenedTheBreaker opens a breaker with
-// one failed attempt whose retry the breaker then refuses, so that the
-// call itself ends as a refusal, and checks that status.json shows the
+// one failed attempt whose retry the breaker then refuses, and checks
+// that status.json counts that call as one that sent a request and gave
+// up (not as a refusal), counts the later calls as refused, and shows the
 // failure (a 503, a read timeout) while the breaker refuses, not the
 // refusal and not nothing.
 func TestStatusJSONShowsTheFailureThatOpenedTheBreaker(t *testing.T) {
@@ -69,8 +70,14 @@ func TestStatusJSONShowsTheFailureThatOpenedTheBreaker(t *testing.T) {
 				call(t, inv, tc.path) // refused
 			}
 			s := snapshot(t, r, rec).Systems[0]
-			if s.Breaker != observe.BreakerOpen || s.BreakerRejected != 6 || up.Requests() == 0 {
-				t.Fatalf("breaker %s, %d refused: want open, every call refused", s.Breaker, s.BreakerRejected)
+			if s.Breaker != observe.BreakerOpen || s.BreakerRejected != 5 || up.Requests() == 0 {
+				t.Fatalf("breaker %s, %d refused: want open, every call after the first refused", s.Breaker, s.BreakerRejected)
+			}
+			if s.Sent != 1 || s.GaveUp != 1 || s.Outcomes["gave_up"] != 1 || s.Outcomes["breaker_open"] != 5 {
+				t.Errorf("sent %d, gave up %d, outcomes %v: want the first call sent and given up, 5 refused", s.Sent, s.GaveUp, s.Outcomes)
+			}
+			if s.LastError == nil || s.LastError.Outcome != "gave_up" {
+				t.Errorf("last error %+v, want the failure of the call that sent a request", s.LastError)
 			}
 			if s.OpenedBy == nil || !strings.HasPrefix(s.OpenedBy.Message, tc.want) || strings.Contains(s.OpenedBy.Message, "breaker open") {
 				t.Errorf("opened by %+v, want %q", s.OpenedBy, tc.want)
