@@ -196,9 +196,10 @@ func TestFleetQuotaWithoutRedisKeepsTheLimit(t *testing.T) {
 // TestFleetQuotaFallbackWaitsForTheGrantsToEnd: one pod of 10 holds most
 // of the quota (the others call once every 500ms) when Redis is killed,
 // and the others get busy at that moment. They fall back to limit / pods
-// only once every grant has expired (the busy pod's included), so the
-// pods never send more than limit x 1.1 within any second, until and
-// after every pod is on limit / pods; had they fallen back at once, the
+// only once every grant has expired (the busy pod's included), so their
+// shares never sum above the limit and the pods never send more than
+// limit x 1.1 within any second, until and after every pod is on limit /
+// pods; had they fallen back at once, the
 // fleet would have sent the busy pod's grant and 9 x limit / pods
 // together for a second.
 func TestFleetQuotaFallbackWaitsForTheGrantsToEnd(t *testing.T) {
@@ -223,6 +224,7 @@ func TestFleetQuotaFallbackWaitsForTheGrantsToEnd(t *testing.T) {
 	for _, p := range pods[1:] {
 		drive(ctx, &wg, p, 8, 0, &served)
 	}
+	g := watchGrants(ctx, &wg, pods)
 	fell := waitFor(t, 15*time.Second, "every pod falls back to limit / pods", func() bool { return everyShare(pods, false, 20) })
 	time.Sleep(time.Second)
 	end := time.Now()
@@ -230,8 +232,11 @@ func TestFleetQuotaFallbackWaitsForTheGrantsToEnd(t *testing.T) {
 	wg.Wait()
 	at := sends.since(start.Add(-time.Second))
 	ws := windows(up.since(start.Add(-time.Second)), start.Add(-time.Second), end, 500*time.Millisecond)
-	t.Logf("500ms windows at the upstream, Redis killed after the second: %v; every pod on limit / pods %v after the kill; most sent in a sliding 1s: %d",
-		ws, fell, sliding(at, time.Second))
+	t.Logf("500ms windows at the upstream, Redis killed after the second: %v; every pod on limit / pods %v after the kill; most sent in a sliding 1s: %d; shares %s",
+		ws, fell, sliding(at, time.Second), g)
+	if g.hi > 200.01 {
+		t.Errorf("the pods' shares summed to %.2f/s after Redis died, want at most the limit, 200/s", g.hi)
+	}
 	if m := sliding(at, time.Second); m > 220 {
 		t.Errorf("the pods sent %d requests in one second, want at most 220 (limit x 1.1)", m)
 	}
