@@ -125,7 +125,7 @@ func startMultiPods(t *testing.T, n int, at redisAt, ns string, bases map[string
 		pods = append(pods, p)
 	}
 	for _, p := range pods {
-		waitFor(t, 5*time.Second, "in sync", func() bool { return p.fleet.Sync().Synced })
+		waitFor(t, syncWait, "in sync", func() bool { return p.fleet.Sync().Synced })
 	}
 	return pods
 }

@@ -269,7 +269,7 @@ func sumShares(pods []*pod, ok func(float64) bool) float64 {
 func settle(t *testing.T, pods []*pod, limit float64) time.Duration {
 	t.Helper()
 	even := limit / float64(len(pods))
-	return waitFor(t, 5*time.Second, "the pods share the limit evenly", func() bool {
+	return waitFor(t, syncWait, "the pods share the limit evenly", func() bool {
 		return sumShares(pods, func(s float64) bool { return s >= even-0.01 }) == limit
 	})
 }
