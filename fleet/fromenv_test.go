@@ -86,7 +86,7 @@ func TestStartWithRedisDown(t *testing.T) {
 		t.Errorf("Status().Fleet = %+v, want degraded with the error", st.Fleet)
 	}
 	srv.Restart()
-	d := waitFor(t, 2*time.Second, "in sync once Redis answers", func() bool { return p.fleet.Sync().Synced })
+	d := waitFor(t, syncWait, "in sync once Redis answers", func() bool { return p.fleet.Sync().Synced })
 	t.Logf("in sync %v after Redis started", d)
 }
 

@@ -52,6 +52,12 @@ func newPod(t *testing.T, srv *redistest.Server, ns string, s settings) (*Fleet,
 	return f, c
 }
 
+// syncWait is how long a test waits for a fleet to reach Redis or for
+// its shares to settle: long enough for a starved machine (the wait ends
+// as soon as the condition holds; how long it took is not what the test
+// judges).
+const syncWait = 30 * time.Second
+
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()

@@ -30,7 +30,7 @@ func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 	var pods []*circuit
 	for range 5 {
 		f, c := newPod(t, srv, "probes", s)
-		waitFor(t, 2*time.Second, "sync", f.synced.Load)
+		waitFor(t, syncWait, "sync", f.synced.Load)
 		pods = append(pods, c)
 	}
 	r, err := runOp(pods[0], "trip", 0)

@@ -32,11 +32,11 @@ func TestHelperRedisDownPod(t *testing.T) {
 	if _, err := f.add(testSettings, testLocal(testSettings), testJudge); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Second, "in sync", f.synced.Load)
+	waitFor(t, syncWait, "in sync", f.synced.Load)
 	srv.Kill()
 	time.Sleep(3 * time.Second)
 	srv.Restart()
-	waitFor(t, 3*time.Second, "in sync again", f.synced.Load)
+	waitFor(t, syncWait, "in sync again", f.synced.Load)
 }
 
 // TestRedisDownIsLoggedOncePerChange: Redis down for 3s under a pod that

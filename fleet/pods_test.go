@@ -66,7 +66,7 @@ func startPods(t *testing.T, n int, srv redisAt, ns, scope, baseURL string, extr
 	}
 	for _, p := range pods {
 		if p.fleet != nil {
-			waitFor(t, 2*time.Second, "in sync", func() bool { return p.fleet.Sync().Synced })
+			waitFor(t, syncWait, "in sync", func() bool { return p.fleet.Sync().Synced })
 		}
 	}
 	return pods
@@ -93,6 +93,12 @@ func get(ctx context.Context, c *registry.Client) error {
 	}
 	return nil
 }
+
+// syncWait is how long a test waits for a fleet to reach Redis or for
+// its shares to settle: long enough for a starved machine (the wait ends
+// as soon as the condition holds; how long it took is not what the test
+// judges).
+const syncWait = 30 * time.Second
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()

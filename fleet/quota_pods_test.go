@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"net/http"
@@ -139,38 +140,69 @@ func (s *sendTimes) record(at time.Time) {
 	s.mu.Unlock()
 }
 
-// checkQuotaWindows checks a run at RATE_LIMIT limit/s with burst: the
-// pods sent at most limit + burst within any one second (sent, a sliding
-// window; 5 more for the moment between a token and its request), at
-// least 0.95 x limit a second were served on average, and the upstream's
-// 1s windows (ws) hold at most limit + burst each, plus what the window
-// before fell short of the limit: on a loaded machine a request sent at
-// the end of one window may reach the upstream in the next, so a stall
-// shows as a short window followed by a long one, which the pods' own
-// sends show they did not cause.
-func checkQuotaWindows(t *testing.T, what string, ws []int, sent []time.Time, limit, burst int) {
+// checkQuotaRun checks a run at RATE_LIMIT limit/s with burst by what
+// the quota itself decided, whatever the machine's speed: the pods sent
+// at most limit + burst within any one second (sent, a sliding window; 5
+// more for the moment between a token and its request), the grants never
+// summed above the limit, and the quota was granted, not left idle: on
+// average over the run the pods held at least 0.95 x the limit. How many
+// requests a second the upstream saw is logged, not judged: on a starved
+// machine the callers may not ask for the whole limit.
+func checkQuotaRun(t *testing.T, what string, ws []int, sent []time.Time, g *grants, limit, burst int) {
 	t.Helper()
 	total := 0
 	for _, n := range ws {
 		total += n
 	}
-	avg := float64(total) / float64(len(ws))
 	most := sliding(sent, time.Second)
-	t.Logf("%s: upstream's 1s windows %v, average %.1f/s; most sent by the pods in any sliding 1s: %d", what, ws, avg, most)
+	t.Logf("%s: upstream's 1s windows %v, average %.1f/s; most sent by the pods in any sliding 1s: %d; shares granted %s",
+		what, ws, float64(total)/float64(max(1, len(ws))), most, g)
 	if most > limit+burst+5 {
 		t.Errorf("%s: the pods sent %d requests within one second, want at most %d (limit + burst)", what, most, limit+burst)
 	}
-	for i, n := range ws {
-		late := 0
-		if i > 0 {
-			late = max(0, limit-ws[i-1])
+	checkGranted(t, what, g, float64(limit))
+}
+
+// grants is what the quota granted a set of pods over a run: the sum of
+// their shares (requests per second), sampled.
+type grants struct {
+	n            int
+	lo, hi, mean float64
+}
+
+func (g *grants) String() string {
+	return fmt.Sprintf("%.1f-%.1f/s, %.1f/s on average over %d samples", g.lo, g.hi, g.mean, g.n)
+}
+
+// watchGrants samples the sum of the pods' shares every 20ms until ctx
+// ends; read the result after wg.Wait.
+func watchGrants(ctx context.Context, wg *sync.WaitGroup, pods []*pod) *grants {
+	g := &grants{lo: math.Inf(1)}
+	wg.Go(func() {
+		sum := 0.0
+		for ctx.Err() == nil {
+			s := sumShares(pods, func(float64) bool { return true })
+			g.n, sum = g.n+1, sum+s
+			g.lo, g.hi = min(g.lo, s), max(g.hi, s)
+			sleepCtx(ctx, 20*time.Millisecond)
 		}
-		if n > limit+burst+late {
-			t.Errorf("%s: 1s window %d held %d requests, want at most %d (limit + burst + %d late from the window before)", what, i, n, limit+burst+late, late)
-		}
+		g.mean = sum / float64(max(1, g.n))
+	})
+	return g
+}
+
+// checkGranted fails the test unless the shares in g never summed above
+// limit and held at least 0.95 x limit on average.
+func checkGranted(t *testing.T, what string, g *grants, limit float64) {
+	t.Helper()
+	if g.n == 0 {
+		t.Fatalf("%s: no sample of the shares", what)
 	}
-	if avg < 0.95*float64(limit) {
-		t.Errorf("%s: %.1f requests/s on average, want at least %.0f", what, avg, 0.95*float64(limit))
+	if g.hi > limit+0.01 {
+		t.Errorf("%s: the pods' shares summed to %.2f/s, want at most the limit, %.0f/s", what, g.hi, limit)
+	}
+	if g.mean < 0.95*limit {
+		t.Errorf("%s: the pods' shares summed to %.1f/s on average, want the limit granted (at least %.0f/s)", what, g.mean, 0.95*limit)
 	}
 }
 
@@ -237,7 +269,7 @@ func sumShares(pods []*pod, ok func(float64) bool) float64 {
 func settle(t *testing.T, pods []*pod, limit float64) time.Duration {
 	t.Helper()
 	even := limit / float64(len(pods))
-	return waitFor(t, 5*time.Second, "the pods share the limit evenly", func() bool {
+	return waitFor(t, syncWait, "the pods share the limit evenly", func() bool {
 		return sumShares(pods, func(s float64) bool { return s >= even-0.01 }) == limit
 	})
 }

@@ -23,7 +23,7 @@ func TestDegradedAndResync(t *testing.T) {
 		s := testSettings
 		s.openTimeout = time.Minute // open through the drill
 		f, c := newPod(t, srv, "degraded", s)
-		waitFor(t, 2*time.Second, "sync", f.synced.Load)
+		waitFor(t, syncWait, "sync", f.synced.Load)
 		fleets, pods = append(fleets, f), append(pods, c)
 	}
 	if _, err := runOp(pods[0], "trip", 0); err != nil {
@@ -53,7 +53,7 @@ func TestDegradedAndResync(t *testing.T) {
 
 	srv.Restart()
 	for _, f := range fleets {
-		d := waitFor(t, 2*time.Second, "in sync after restart", func() bool { return f.Sync().Synced })
+		d := waitFor(t, syncWait, "in sync after restart", func() bool { return f.Sync().Synced })
 		t.Logf("in sync %v after restart", d)
 	}
 	waitFor(t, time.Second, "the open written back", func() bool {
@@ -79,7 +79,7 @@ func TestDegradedAndResync(t *testing.T) {
 	}
 	srv.Resume()
 	for _, f := range fleets {
-		d := waitFor(t, 2*time.Second, "in sync after resume", func() bool { return f.Sync().Synced })
+		d := waitFor(t, syncWait, "in sync after resume", func() bool { return f.Sync().Synced })
 		t.Logf("in sync %v after resume", d)
 	}
 }
@@ -104,7 +104,7 @@ func TestBriefStallKeepsTheFleetState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Second, "sync", f.synced.Load)
+	waitFor(t, syncWait, "sync", f.synced.Load)
 	if _, err := runOp(c, "trip", 0); err != nil {
 		t.Fatal(err)
 	}

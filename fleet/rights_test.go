@@ -59,7 +59,7 @@ func TestRedisUserWithoutRightsIsNotSynced(t *testing.T) {
 			}, registrytest.With(f.Option()))
 			c := reg.MustClient("payments")
 			if tc.ok {
-				waitFor(t, 2*time.Second, "in sync", func() bool { return f.Sync().Synced })
+				waitFor(t, syncWait, "in sync", func() bool { return f.Sync().Synced })
 				return
 			}
 			// A while of ticks and calls: never in sync, and why.
@@ -110,7 +110,7 @@ func TestRightsLostWhileSyncedIsASyncFailure(t *testing.T) {
 		"OUTBOUND_FLEET_REDIS_URL":      url, "OUTBOUND_FLEET_NAMESPACE": "revoked",
 	}, registrytest.With(f.Option()))
 	c := reg.MustClient("payments")
-	waitFor(t, 2*time.Second, "in sync", func() bool { return f.Sync().Synced })
+	waitFor(t, syncWait, "in sync", func() bool { return f.Sync().Synced })
 	if _, err := srv.Do("ACL", "SETUSER", user, "-publish"); err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +127,6 @@ func TestRightsLostWhileSyncedIsASyncFailure(t *testing.T) {
 	if _, err := srv.Do("ACL", "SETUSER", user, "+publish"); err != nil {
 		t.Fatal(err)
 	}
-	d := waitFor(t, 2*time.Second, "in sync again", func() bool { return f.Sync().Synced })
+	d := waitFor(t, syncWait, "in sync again", func() bool { return f.Sync().Synced })
 	t.Logf("not synced with %q; in sync %v after PUBLISH came back", s.LastError, d)
 }

@@ -18,7 +18,7 @@ func TestWindowTripsOnEvidenceNoPodHasAlone(t *testing.T) {
 	var pods []*circuit
 	for range 10 {
 		f, c := newPod(t, srv, "thin", testSettings)
-		waitFor(t, 2*time.Second, "sync", f.synced.Load)
+		waitFor(t, syncWait, "sync", f.synced.Load)
 		pods = append(pods, c)
 	}
 	for _, c := range pods {
@@ -45,7 +45,7 @@ func TestStaleWriterCannotUndoANewerOpen(t *testing.T) {
 	s := testSettings
 	s.openTimeout = time.Minute
 	f, c := newPod(t, srv, "stale", s)
-	waitFor(t, 2*time.Second, "sync", f.synced.Load)
+	waitFor(t, syncWait, "sync", f.synced.Load)
 	r, err := runOp(c, "trip", 0)
 	if err != nil || r[0] != 1 || r[1] != 1 {
 		t.Fatalf("trip v0: %v %v, want v1 open", r, err)
