@@ -175,7 +175,8 @@
 //
 // A round trip that fails changes nothing until the grant expires; Sync
 // and the registry's Status say whether the share comes from Redis
-// (RateStatus.Synced). Costs: at most one op per system per pod per tick,
+// and the fleet is in sync (RateStatus.Synced, false with Sync's cause
+// in RateStatus.LastError whenever Sync says not synced). Costs: at most one op per system per pod per tick,
 // inside the tick's one script call, whatever the request rate
 // (measured: 100,000 requests from 10 pods cost as many commands as
 // 1,000).

@@ -286,10 +286,17 @@ func (q *quota) Pause(until time.Time) {
 }
 
 // Status is the share's state (registry.Quota): Synced while the rate is
-// a grant from Redis.
+// a grant from Redis and the fleet is in sync ([Fleet.Sync]): a grant
+// alone is not, when the pod cannot use the fleet's channel (the pauses
+// of the other pods do not reach it). Not synced, LastError is Sync's.
+// The rate stays the grant while one holds: Redis gave it, within the
+// fleet's bound.
 func (q *quota) Status() observe.RateStatus {
 	st := q.share.Status()
-	st.Synced = q.synced.Load()
+	st.Synced = q.synced.Load() && q.f.synced.Load()
+	if !st.Synced {
+		st.LastError = q.f.Sync().LastError
+	}
 	return st
 }
 
