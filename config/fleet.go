@@ -43,6 +43,13 @@ func (f Fleet) String() string {
 // GoString is String, so that %#v does not show the password either.
 func (f Fleet) GoString() string { return f.String() }
 
+// RedactedURL is RedisURL as every report and status shows it: its
+// password (and any token-like query value) replaced by REDACTED, but the
+// nodes of a Redis Cluster's URL (cluster=, each addr= that is a host and
+// port) kept, as an operator needs to see which nodes the pod was given.
+// The fleet module shows its URL this way too.
+func (f Fleet) RedactedURL() string { return redact.RedisURL(f.RedisURL) }
+
 var namespaceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // Validate checks the settings: a RedisURL, when set, is a redis:// or

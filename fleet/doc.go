@@ -175,7 +175,8 @@
 //
 // A round trip that fails changes nothing until the grant expires; Sync
 // and the registry's Status say whether the share comes from Redis
-// (RateStatus.Synced). Costs: at most one op per system per pod per tick,
+// and the fleet is in sync (RateStatus.Synced, false with Sync's cause
+// in RateStatus.LastError whenever Sync says not synced). Costs: at most one op per system per pod per tick,
 // inside the tick's one script call, whatever the request rate
 // (measured: 100,000 requests from 10 pods cost as many commands as
 // 1,000).
@@ -185,12 +186,12 @@
 // A 429 or 503 with Retry-After, or rate-limit headers that say nothing
 // is left, that reaches one pod pauses that pod's share at once
 // (registry.Quota.Pause, bounded by its CALL_TIMEOUT and
-// ratelimit.MaxPause) and wakes the loop, which sets <base>:pause for the
+// maxPause) and wakes the loop, which sets <base>:pause for the
 // pause left (PX, unless a longer pause is there) and publishes it: every
 // pod pauses on the message, and reads the key on every tick (a lost
 // message, a pod that starts during the pause). A pod takes a pause read
 // from Redis or the channel for at most its own CALL_TIMEOUT and
-// ratelimit.MaxPause. A burst of 429s is one pause and one message, and
+// maxPause. A burst of 429s is one pause and one message, and
 // every pod's observers (its log) are told of it once.
 // Measured: a 429 with Retry-After: 2 on one of 5 pods, the upstream saw
 // nothing from 0-2ms after it until 2.001-2.002s after it.

@@ -7,16 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outbound-go/outbound/config"
-	"github.com/outbound-go/outbound/internal/ratelimit"
-	"github.com/outbound-go/outbound/internal/redact"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
 )
@@ -123,7 +124,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	f := &Fleet{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		url:      redact.RedisURL(cfg.RedisURL),
+		url:      redactedURL(cfg),
 		rdb:      rdb,
 		batch:    batchScript,
 		channel:  channelOf(cfg.Namespace),
@@ -242,7 +243,26 @@ func (f *Fleet) clean(err error) string {
 	if f.cfg.RedisURL != "" {
 		s = strings.ReplaceAll(s, f.cfg.RedisURL, f.url)
 	}
-	return redact.Printable(s)
+	return printable(s)
+}
+
+// redactedURL is cfg's RedisURL as errors and Status show it (the core's
+// config.Fleet.RedactedURL).
+func redactedURL(cfg Config) string {
+	return config.Fleet{RedisURL: cfg.RedisURL, Namespace: cfg.Namespace}.RedactedURL()
+}
+
+// printable returns s as it is when every rune of it is printable, and
+// otherwise Go-quoted, so that a message from Redis cannot start a new
+// line of a log or steer a terminal. Invalid UTF-8 counts as not
+// printable.
+func printable(s string) string {
+	for _, r := range s {
+		if r == utf8.RuneError || !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // SystemStatus is the fleet's view of one system.
@@ -313,7 +333,7 @@ func (s seam) Quota(system string, c config.Client, _ registry.Quota) (registry.
 	if !r.Limited() {
 		return nil, fmt.Errorf("fleet: system %q: %w", system, errNoRate)
 	}
-	return s.f.addQuota(system, r, min(c.CallTimeout, ratelimit.MaxPause))
+	return s.f.addQuota(system, r, min(c.CallTimeout, maxPause))
 }
 
 // add makes local, the registry's breaker of system, a fleet breaker.

@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outbound-go/outbound/config"
-	"github.com/outbound-go/outbound/internal/redact"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -214,7 +213,7 @@ func Force(ctx context.Context, cfg Config, system string, state observe.Breaker
 	}
 	defer rdb.Close()
 	if err := (forceTarget{keyBase(cfg.Namespace, system), channelOf(cfg.Namespace), system}).write(ctx, rdb, state, ms); err != nil {
-		shown := (&Fleet{cfg: cfg, url: redact.RedisURL(cfg.RedisURL)}).clean(err)
+		shown := (&Fleet{cfg: cfg, url: redactedURL(cfg)}).clean(err)
 		return fmt.Errorf("fleet: system %q: forcing the breaker: %w", system, redisError{msg: shown, err: err})
 	}
 	return nil

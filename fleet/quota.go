@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/config"
-	"github.com/outbound-go/outbound/internal/ratelimit"
 	"github.com/outbound-go/outbound/observe"
 )
 
 // quota is this pod's share of a system's quota at RATE_SCOPE=fleet, the
 // registry's Quota for that system. Requests spend from a local token
-// bucket (ratelimit.Share) and never talk to Redis; the fleet's loop
+// bucket (share) and never talk to Redis; the fleet's loop
 // sets the bucket's rate and burst from the share Redis grants each tick
 // (quotaOp), or from limit / pods last seen when Redis does not
 // answer. A quota is safe for concurrent use.
@@ -25,9 +24,9 @@ type quota struct {
 	base  string
 	limit int64         // the fleet's RATE_LIMIT, micro-requests per second
 	burst int           // the fleet's burst (RATE_BURST, or derived)
-	bound time.Duration // the longest pause this pod takes: min(CALL_TIMEOUT, ratelimit.MaxPause)
+	bound time.Duration // the longest pause this pod takes: min(CALL_TIMEOUT, maxPause)
 	life  time.Duration // how long the grant last asked for holds (the loop's alone, join's before it)
-	share *ratelimit.Share
+	share *share
 
 	synced   atomic.Bool  // the rate is a grant from Redis
 	pauseOut atomic.Int64 // the latest pause this pod's upstream asked for, Unix ns
@@ -48,6 +47,12 @@ type quota struct {
 	sentAck   int64
 }
 
+// maxPause is the longest pause this pod takes, whatever the upstream,
+// another pod or Redis says: the core's own bound on an upstream's pause
+// (5 minutes), which a value read from outside is held to like an
+// environment variable.
+const maxPause = 5 * time.Minute
+
 // micro is the unit of the rates the fleet keeps in Redis: requests per
 // second x 10^6, integers.
 const micro = 1e6
@@ -64,7 +69,7 @@ func (f *Fleet) addQuota(system string, r config.Rate, bound time.Duration) (*qu
 	q := &quota{
 		f: f, name: system, base: keyBase(f.cfg.Namespace, system),
 		limit: int64(r.PerSecond() * micro), burst: r.Burst, bound: bound, life: grantLife(f.cfg, f.tick()),
-		share: ratelimit.NewShare(r.String(), "fleet"), pods: 1,
+		share: newShare(r.String(), "fleet"), pods: 1,
 	}
 	q.wants.start(time.Now(), f.cfg.FlushInterval)
 	if err := f.joinable(system); err != nil {
@@ -275,16 +280,23 @@ func (q *quota) Pause(until time.Time) {
 	}
 	q.share.Pause(until)
 	if until.UnixNano() > q.pauseOut.Load() {
-		ratelimit.Extend(&q.pauseOut, until)
+		extendPause(&q.pauseOut, until)
 		q.f.wake()
 	}
 }
 
 // Status is the share's state (registry.Quota): Synced while the rate is
-// a grant from Redis.
+// a grant from Redis and the fleet is in sync ([Fleet.Sync]): a grant
+// alone is not, when the pod cannot use the fleet's channel (the pauses
+// of the other pods do not reach it). Not synced, LastError is Sync's.
+// The rate stays the grant while one holds: Redis gave it, within the
+// fleet's bound.
 func (q *quota) Status() observe.RateStatus {
 	st := q.share.Status()
-	st.Synced = q.synced.Load()
+	st.Synced = q.synced.Load() && q.f.synced.Load()
+	if !st.Synced {
+		st.LastError = q.f.Sync().LastError
+	}
 	return st
 }
 

@@ -130,3 +130,51 @@ func TestRightsLostWhileSyncedIsASyncFailure(t *testing.T) {
 	d := waitFor(t, syncWait, "in sync again", func() bool { return f.Sync().Synced })
 	t.Logf("not synced with %q; in sync %v after PUBLISH came back", s.LastError, d)
 }
+
+// TestQuotaIsNotSyncedWhenTheFleetIsNot: a Redis user that may run the
+// fleet's scripts but not publish or subscribe (the fleet's channel,
+// which carries the pauses and the state) leaves the fleet out of sync.
+// The quota at scope fleet says the same: Status().Rate is not synced,
+// with Sync's cause, for as long as Sync is not.
+func TestQuotaIsNotSyncedWhenTheFleetIsNot(t *testing.T) {
+	srv := redistest.Start(t)
+	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
+	for _, tc := range []struct {
+		user  string
+		rules []string
+	}{
+		{"quota-nopubsub", []string{"&*", "+@all", "-publish", "-subscribe"}},
+		{"quota-nopublish", []string{"&*", "+@all", "-publish"}},
+		{"quota-nochannels", []string{"resetchannels", "+@all"}},
+	} {
+		t.Run(tc.user, func(t *testing.T) {
+			const password = "s3cret-pw"
+			args := append([]string{"ACL", "SETUSER", tc.user, "on", ">" + password, "~*"}, tc.rules...)
+			if _, err := srv.Do(args...); err != nil {
+				t.Fatal(err)
+			}
+			url := "redis://" + tc.user + ":" + password + "@" + srv.Addr()
+			f, err := fleet.New(context.Background(), fleet.Config{RedisURL: url, Namespace: tc.user})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			reg := registrytest.New(t, map[string]string{
+				"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL,
+				"PAYMENTS_RATE_LIMIT": "100/s", "PAYMENTS_RATE_SCOPE": "fleet",
+				"OUTBOUND_FLEET_REDIS_URL": url, "OUTBOUND_FLEET_NAMESPACE": tc.user,
+			}, registrytest.With(f.Option()))
+			c := reg.MustClient("payments")
+			waitFor(t, 2*time.Second, "Redis's refusal", func() bool { return strings.Contains(f.Sync().LastError, "NOPERM") })
+			for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				s, st := f.Sync(), c.Status().Rate
+				if s.Synced {
+					t.Fatalf("user %s: the fleet is in sync (%+v), want not: it cannot use its channel", tc.user, s)
+				}
+				if st == nil || st.Synced || st.LastError != s.LastError {
+					t.Fatalf("user %s: Status().Rate = %+v while Sync() = %+v, want not synced with Sync's cause", tc.user, st, s)
+				}
+			}
+		})
+	}
+}

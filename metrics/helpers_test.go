@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/outboundtest"
 	"github.com/outbound-go/outbound/registry"
 )
@@ -23,7 +22,7 @@ func upstream(t *testing.T) (*outboundtest.Upstream, *outboundtest.Hang) {
 	gate := outboundtest.NewHang(outboundtest.Reply{Body: "late"})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ok", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	mux.Handle("/flaky", outboundtest.NewScript(testutil.FailN(1, http.StatusServiceUnavailable)...))
+	mux.Handle("/flaky", outboundtest.NewScript(outboundtest.Reply{Status: http.StatusServiceUnavailable}, outboundtest.Reply{Body: "ok"}))
 	mux.Handle("/gate", gate)
 	mux.HandleFunc("/down", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
 	return outboundtest.NewUpstream(t, mux), gate

@@ -104,8 +104,13 @@ type RateStatus struct {
 	// Refused counts the requests the quota refused (ErrRateLimited).
 	Refused uint64 `json:"refused"`
 	// Synced is true at scope fleet while the pod's share comes from the
-	// fleet's Redis; false when it falls back to limit / pods last seen.
+	// fleet's Redis and the fleet is in sync (it shares pauses and
+	// shares through Redis); false when either is not, as the fleet's own
+	// sync state says.
 	Synced bool `json:"synced,omitempty"`
+	// LastError is, at scope fleet while not synced, the fleet's last
+	// Redis error (password redacted), as its sync state shows it.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // MaxForce is the longest an operator's override of a breaker lasts

@@ -4,7 +4,8 @@
 // takes a token of, and a pause the upstream can ask for (Retry-After on
 // a 429 or 503, or its rate-limit headers saying nothing is left). It is
 // internal: registry.Quota is its public face, and module fleet gives the
-// same seam a share of the fleet's quota.
+// same seam a share of the fleet's quota (its own bucket, in the fleet
+// module: no other module imports this package).
 package ratelimit
 
 import (

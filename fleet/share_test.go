@@ -1,4 +1,4 @@
-package ratelimit
+package fleet
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/outbound-go/outbound/registry"
 )
 
 // TestShareWaitsForItsFirstRate checks that a share with no rate yet
@@ -16,10 +18,10 @@ import (
 // and comes back does not refill it.
 func TestShareWaitsForItsFirstRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewShare("10/s", "fleet")
+		s := newShare("10/s", "fleet")
 		ctx := context.Background()
-		if err := s.Wait(ctx, 0); !errors.Is(err, ErrLimited) {
-			t.Fatalf("no rate, no wait: %v, want ErrLimited", err)
+		if err := s.Wait(ctx, 0); !errors.Is(err, registry.ErrRateLimited) {
+			t.Fatalf("no rate, no wait: %v, want registry.ErrRateLimited", err)
 		}
 		done := make(chan error, 1)
 		start := time.Now()
@@ -30,14 +32,14 @@ func TestShareWaitsForItsFirstRate(t *testing.T) {
 			t.Errorf("%v after %v, want the token when the rate came (100ms)", err, time.Since(start))
 		}
 		start = time.Now()
-		if err := s.Wait(ctx, 50*time.Millisecond); !errors.Is(err, ErrLimited) || time.Since(start) != 0 {
-			t.Errorf("next token in 100ms, wait 50ms: %v after %v, want ErrLimited at once", err, time.Since(start))
+		if err := s.Wait(ctx, 50*time.Millisecond); !errors.Is(err, registry.ErrRateLimited) || time.Since(start) != 0 {
+			t.Errorf("next token in 100ms, wait 50ms: %v after %v, want registry.ErrRateLimited at once", err, time.Since(start))
 		}
 		s.SetRate(0, 0)
 		time.Sleep(time.Second)
 		s.SetRate(10, 1)
-		if err := s.Wait(ctx, 0); !errors.Is(err, ErrLimited) {
-			t.Errorf("a share back from 0: %v, want an empty bucket (ErrLimited)", err)
+		if err := s.Wait(ctx, 0); !errors.Is(err, registry.ErrRateLimited) {
+			t.Errorf("a share back from 0: %v, want an empty bucket (registry.ErrRateLimited)", err)
 		}
 	})
 }
@@ -47,7 +49,7 @@ func TestShareWaitsForItsFirstRate(t *testing.T) {
 // Wait would have reserved all 20 at the old rate: sent by 200ms.)
 func TestShareRateCutBindsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewShare("100/s", "fleet")
+		s := newShare("100/s", "fleet")
 		s.SetRate(100, 1)
 		start := time.Now()
 		var mu sync.Mutex
@@ -92,20 +94,20 @@ func TestShareRateCutBindsAtOnce(t *testing.T) {
 // serve the request within its wait.
 func TestShareTokenPastTheWaitIsRefusedAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewShare("1/s", "fleet")
+		s := newShare("1/s", "fleet")
 		s.SetRate(1, 1)
 		ctx := context.Background()
 		if err := s.Wait(ctx, 0); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		if err := s.Wait(ctx, 500*time.Millisecond); !errors.Is(err, ErrLimited) || time.Since(start) != 0 {
-			t.Errorf("%v after %v, want ErrLimited at once", err, time.Since(start))
+		if err := s.Wait(ctx, 500*time.Millisecond); !errors.Is(err, registry.ErrRateLimited) || time.Since(start) != 0 {
+			t.Errorf("%v after %v, want registry.ErrRateLimited at once", err, time.Since(start))
 		}
 		dl, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
-		if err := s.Wait(dl, 5*time.Second); !errors.Is(err, ErrLimited) || time.Since(start) != 0 {
-			t.Errorf("past the caller's deadline: %v after %v, want ErrLimited at once", err, time.Since(start))
+		if err := s.Wait(dl, 5*time.Second); !errors.Is(err, registry.ErrRateLimited) || time.Since(start) != 0 {
+			t.Errorf("past the caller's deadline: %v after %v, want registry.ErrRateLimited at once", err, time.Since(start))
 		}
 		if err := s.Wait(ctx, 2*time.Second); err != nil || time.Since(start) != time.Second {
 			t.Errorf("%v after %v, want the token in 1s", err, time.Since(start))
@@ -117,7 +119,7 @@ func TestShareTokenPastTheWaitIsRefusedAtOnce(t *testing.T) {
 // wanted: every request that asked, and those waiting now.
 func TestShareDemandCountsAskedAndWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewShare("1/s", "fleet")
+		s := newShare("1/s", "fleet")
 		s.SetRate(1, 1)
 		ctx, cancel := context.WithCancel(context.Background())
 		for range 3 {
@@ -144,7 +146,7 @@ func TestShareDemandCountsAskedAndWaiting(t *testing.T) {
 // before a pause began does not go during the pause.
 func TestSharePauseBindsAWaitingRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewShare("10/s", "fleet")
+		s := newShare("10/s", "fleet")
 		s.SetRate(10, 1)
 		ctx := context.Background()
 		_ = s.Wait(ctx, 0) // the bucket starts full: empty it
@@ -169,7 +171,7 @@ func TestSharePauseBindsAWaitingRequest(t *testing.T) {
 
 // TestShareTokenAtHandAllocatesNothing checks the cost of the common case.
 func TestShareTokenAtHandAllocatesNothing(t *testing.T) {
-	s := NewShare("1000000/s", "fleet")
+	s := newShare("1000000/s", "fleet")
 	s.SetRate(1_000_000, 100_000)
 	ctx := context.Background()
 	if n := testing.AllocsPerRun(1000, func() { _ = s.Wait(ctx, 0) }); n != 0 {
@@ -182,7 +184,7 @@ func TestShareTokenAtHandAllocatesNothing(t *testing.T) {
 // requests than the rate can serve within its wait is refused at once.
 func TestShareWaitersTakeTurns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := NewShare("10/s", "fleet")
+		s := newShare("10/s", "fleet")
 		s.SetRate(10, 1)
 		if err := s.Wait(context.Background(), 0); err != nil { // the bucket starts full
 			t.Fatal(err)
@@ -203,14 +205,40 @@ func TestShareWaitersTakeTurns(t *testing.T) {
 			})
 			synctest.Wait() // waiting, in line
 		}
-		if err := s.Wait(context.Background(), 300*time.Millisecond); !errors.Is(err, ErrLimited) || time.Since(start) != 0 {
-			t.Errorf("behind 5 at 10/s with 300ms to wait: %v after %v, want ErrLimited at once", err, time.Since(start))
+		if err := s.Wait(context.Background(), 300*time.Millisecond); !errors.Is(err, registry.ErrRateLimited) || time.Since(start) != 0 {
+			t.Errorf("behind 5 at 10/s with 300ms to wait: %v after %v, want registry.ErrRateLimited at once", err, time.Since(start))
 		}
 		wg.Wait()
 		for i := range 5 {
 			if order[i] != i || at[i] != time.Duration(i+1)*100*time.Millisecond {
 				t.Fatalf("served %v at %v, want 0..4 at 100ms, 200ms, ...", order, at)
 			}
+		}
+	})
+}
+
+// BenchmarkShareTokenAtHand is the cost of a token at hand on a share,
+// beside the core's BenchmarkTokenAtHand at scope local (one pod's own
+// bucket either way).
+func BenchmarkShareTokenAtHand(b *testing.B) {
+	ctx := context.Background()
+	s := newShare("1000000000/s", "fleet")
+	s.SetRate(1e9, 100000)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = s.Wait(ctx, 0)
+	}
+}
+
+// BenchmarkShareTokenAtHandParallel is BenchmarkShareTokenAtHand from
+// every processor at once: the count of what was asked, contended.
+func BenchmarkShareTokenAtHandParallel(b *testing.B) {
+	ctx := context.Background()
+	s := newShare("1000000000/s", "fleet")
+	s.SetRate(1e9, 100000)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_ = s.Wait(ctx, 0)
 		}
 	})
 }

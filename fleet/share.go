@@ -1,4 +1,4 @@
-package ratelimit
+package fleet
 
 import (
 	"context"
@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/registry"
 	"golang.org/x/time/rate"
 )
 
-// Share is one pod's share of a quota that several pods share: a token
+// share is one pod's share of a quota that several pods share: a token
 // bucket (golang.org/x/time/rate) whose rate and burst are set from
-// outside as the share changes ([Share.SetRate]), a pause, and the
-// counts of what the pod's requests asked for ([Share.Demand]), for
+// outside as the share changes ([share.SetRate]), a pause, and the
+// counts of what the pod's requests asked for ([share.Demand]), for
 // whoever hands out the shares to weigh. It never talks to anyone: a
 // request costs what it costs at scope local.
 //
@@ -22,11 +23,11 @@ import (
 // after a cut, and repay their debt at the new one): they take turns,
 // first come first served, and only the one whose turn it is reserves
 // the next token and sleeps until it is due. A new rate cancels that one
-// reservation ([Share.SetRate]): it binds every request from the moment
+// reservation ([share.SetRate]): it binds every request from the moment
 // it is set, and a token costs one wake-up, not one per waiting request.
 //
-// A Share is safe for concurrent use.
-type Share struct {
+// A share is safe for concurrent use.
+type share struct {
 	limit   string // as RATE_LIMIT spells it, for Status
 	scope   string
 	lim     atomic.Pointer[rate.Limiter]  // replaced once, by the first rate
@@ -43,13 +44,13 @@ type Share struct {
 	started bool              // the share has had a rate
 }
 
-// NewShare returns a share of the quota limit (as RATE_LIMIT spells it,
+// newShare returns a share of the quota limit (as RATE_LIMIT spells it,
 // for Status) at scope, with no rate yet: every request waits or is
-// refused until [Share.SetRate] gives one. The first rate starts with a
+// refused until [share.SetRate] gives one. The first rate starts with a
 // full bucket, as a local quota does; later ones keep the tokens at hand
 // (up to the new burst).
-func NewShare(limit, scope string) *Share {
-	s := &Share{limit: limit, scope: scope, turn: make(chan struct{}, 1)}
+func newShare(limit, scope string) *share {
+	s := &share{limit: limit, scope: scope, turn: make(chan struct{}, 1)}
 	s.lim.Store(rate.NewLimiter(0, 0))
 	s.turn <- struct{}{}
 	ch := make(chan struct{})
@@ -58,22 +59,22 @@ func NewShare(limit, scope string) *Share {
 }
 
 // Wait takes one token, waiting at most maxWait and never past ctx's
-// deadline: nil, or ErrLimited when no token (or no end of a pause) comes
+// deadline: nil, or registry.ErrRateLimited when no token (or no end of a pause) comes
 // in time, or ctx's error when ctx ends first. A token at hand costs no
 // allocation. A request whose token would come after the wait allowed,
 // at the rate now and behind the requests already waiting, is refused at
 // once; with no rate at all (no share yet) it waits for one, up to
 // maxWait.
-func (s *Share) Wait(ctx context.Context, maxWait time.Duration) error {
+func (s *share) Wait(ctx context.Context, maxWait time.Duration) error {
 	s.asked.Add(1)
-	if err := WaitPause(ctx, &s.paused, maxWait); err != nil {
+	if err := waitPause(ctx, &s.paused, maxWait); err != nil {
 		return err
 	}
 	if s.lim.Load().Allow() {
 		return nil
 	}
 	if maxWait <= 0 {
-		return ErrLimited
+		return registry.ErrRateLimited
 	}
 	end := time.Now().Add(maxWait)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
@@ -89,10 +90,10 @@ func (s *Share) Wait(ctx context.Context, maxWait time.Duration) error {
 // sleeps until a token is due at the rate now, or until the rate
 // changes. A request refuses at once when the tokens for those ahead of
 // it and its own cannot come in time at the rate now.
-func (s *Share) wait(ctx context.Context, end time.Time) error {
+func (s *share) wait(ctx context.Context, end time.Time) error {
 	now := time.Now()
 	if d := s.until(now, float64(s.waiting.Load())); d != rate.InfDuration && d > end.Sub(now) {
-		return ErrLimited
+		return registry.ErrRateLimited
 	}
 	t := time.NewTimer(end.Sub(now))
 	defer t.Stop()
@@ -100,7 +101,7 @@ func (s *Share) wait(ctx context.Context, end time.Time) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-t.C:
-		return ErrLimited
+		return registry.ErrRateLimited
 	case <-s.turn:
 	}
 	defer func() { s.turn <- struct{}{} }()
@@ -108,7 +109,7 @@ func (s *Share) wait(ctx context.Context, end time.Time) error {
 		changed := *s.changed.Load()
 		left := time.Until(end)
 		if left <= 0 {
-			return ErrLimited
+			return registry.ErrRateLimited
 		}
 		res, at, err := s.reserve(left)
 		switch {
@@ -129,16 +130,16 @@ func (s *Share) wait(ctx context.Context, end time.Time) error {
 			}
 		}
 		// A pause may have begun while this request waited.
-		return WaitPause(ctx, &s.paused, time.Until(end))
+		return waitPause(ctx, &s.paused, time.Until(end))
 	}
 }
 
 // reserve reserves the next token for the request whose turn it is, and
 // holds the reservation until it is due (SetRate cancels it): nil when
-// there is no rate, ErrLimited when the token comes later than left.
+// there is no rate, registry.ErrRateLimited when the token comes later than left.
 // Holding one token ahead keeps the bucket from filling up while the
 // request wakes: a request that wakes late loses no token.
-func (s *Share) reserve(left time.Duration) (*rate.Reservation, time.Duration, error) {
+func (s *share) reserve(left time.Duration) (*rate.Reservation, time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -149,7 +150,7 @@ func (s *Share) reserve(left time.Duration) (*rate.Reservation, time.Duration, e
 	at := res.DelayFrom(now)
 	if at > left {
 		res.CancelAt(now)
-		return nil, 0, ErrLimited
+		return nil, 0, registry.ErrRateLimited
 	}
 	if at > 0 {
 		s.held = res
@@ -159,7 +160,7 @@ func (s *Share) reserve(left time.Duration) (*rate.Reservation, time.Duration, e
 
 // unhold lets go of res, cancelling it when cancel is set; it reports
 // whether res was still held (SetRate did not cancel it).
-func (s *Share) unhold(res *rate.Reservation, cancel bool) bool {
+func (s *share) unhold(res *rate.Reservation, cancel bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held != res {
@@ -174,7 +175,7 @@ func (s *Share) unhold(res *rate.Reservation, cancel bool) bool {
 
 // until is how long until n tokens are at hand at the rate now,
 // rate.InfDuration when there is no rate.
-func (s *Share) until(now time.Time, n float64) time.Duration {
+func (s *share) until(now time.Time, n float64) time.Duration {
 	lim := s.lim.Load()
 	tokens := lim.TokensAt(now)
 	if tokens >= n {
@@ -204,7 +205,7 @@ func sleepOrChange(ctx context.Context, d time.Duration, changed <-chan struct{}
 // SetRate sets the share's rate (requests per second) and burst, from
 // now on. Tokens at hand above the new burst are dropped; requests
 // waiting for a token look again.
-func (s *Share) SetRate(perSec float64, burst int) {
+func (s *share) SetRate(perSec float64, burst int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if perSec == s.perSec && burst == s.burst {
@@ -232,7 +233,7 @@ func (s *Share) SetRate(perSec float64, burst int) {
 }
 
 // Rate returns the share's rate (requests per second) and burst.
-func (s *Share) Rate() (perSec float64, burst int) {
+func (s *share) Rate() (perSec float64, burst int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.perSec, s.burst
@@ -240,16 +241,16 @@ func (s *Share) Rate() (perSec float64, burst int) {
 
 // Demand returns the requests that asked for a token since the last
 // Demand (taken, waited for or refused) and those waiting for one now.
-func (s *Share) Demand() (asked uint64, waiting int64) {
+func (s *share) Demand() (asked uint64, waiting int64) {
 	return s.asked.Swap(0), s.waiting.Load()
 }
 
 // Pause stops every request until until; a shorter pause than the one
 // in force changes nothing.
-func (s *Share) Pause(until time.Time) { Extend(&s.paused, until) }
+func (s *share) Pause(until time.Time) { extendPause(&s.paused, until) }
 
 // PausedUntil is when the pause in force ends; zero when none is.
-func (s *Share) PausedUntil() time.Time {
+func (s *share) PausedUntil() time.Time {
 	if p := s.paused.Load(); p > time.Now().UnixNano() {
 		return time.Unix(0, p)
 	}
@@ -259,8 +260,46 @@ func (s *Share) PausedUntil() time.Time {
 // Status is the share's state: the quota's limit and scope, the share's
 // rate and burst, the tokens at hand and the pause. Synced is left to
 // the caller.
-func (s *Share) Status() observe.RateStatus {
+func (s *share) Status() observe.RateStatus {
 	perSec, burst := s.Rate()
 	return observe.RateStatus{Limit: s.limit, Scope: s.scope, Share: perSec, Burst: burst,
 		Tokens: max(0, s.lim.Load().Tokens()), PausedUntil: s.PausedUntil()}
+}
+
+// extendPause sets *paused to until (Unix nanoseconds) unless it holds a
+// later time already.
+func extendPause(paused *atomic.Int64, until time.Time) {
+	u := until.UnixNano()
+	for {
+		cur := paused.Load()
+		if cur >= u || paused.CompareAndSwap(cur, u) {
+			return
+		}
+	}
+}
+
+// waitPause waits out the pause in *paused when it ends within maxWait
+// and before ctx's deadline, and otherwise refuses at once with
+// registry.ErrRateLimited; ctx's error when ctx ends first.
+func waitPause(ctx context.Context, paused *atomic.Int64, maxWait time.Duration) error {
+	p := paused.Load()
+	if p == 0 {
+		return nil
+	}
+	now := time.Now()
+	d := time.Duration(p - now.UnixNano())
+	if d <= 0 {
+		return nil
+	}
+	if dl, ok := ctx.Deadline(); d > maxWait || ok && now.Add(d).After(dl) {
+		return registry.ErrRateLimited
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
