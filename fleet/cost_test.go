@@ -47,6 +47,7 @@ type cost struct {
 	// scriptUsec is the Redis CPU in script calls, inner commands
 	// included, µs
 	scriptUsec float64
+	each       map[string]int // the calls of each command run inside scripts
 }
 
 func (c cost) String() string {
@@ -57,7 +58,7 @@ func (c cost) String() string {
 // perPod is c divided among pods.
 func (c cost) perPod(pods int) cost {
 	n := float64(pods)
-	return cost{c.scripts / n, c.commands / n, c.usec / n, c.cpu / n, c.calls / n, c.inside / n, c.longest, c.scriptUsec / n}
+	return cost{c.scripts / n, c.commands / n, c.usec / n, c.cpu / n, c.calls / n, c.inside / n, c.longest, c.scriptUsec / n, c.each}
 }
 
 // scriptCalls are the commands that run a script.
@@ -138,7 +139,7 @@ func measureCost(t testing.TB, s costSetup) cost {
 	c := cost{
 		scripts: after.scripts / secs, commands: after.commands / secs, usec: after.usec / secs,
 		cpu: (after.cpu - before.cpu) / secs, calls: float64(calls) / secs,
-		inside: after.inside / secs, longest: after.longest, scriptUsec: after.scriptUsec / secs,
+		inside: after.inside / secs, longest: after.longest, scriptUsec: after.scriptUsec / secs, each: after.each,
 	}
 	return c
 }
@@ -180,6 +181,10 @@ func redisCost(t testing.TB, srv *redistest.Server, reset bool) cost {
 				// the test's own
 			case scriptCommands[name]:
 				c.inside += float64(st.Calls) // counted in its script's usec
+				if c.each == nil {
+					c.each = map[string]int{}
+				}
+				c.each[name] = st.Calls
 			default:
 				c.commands += float64(st.Calls)
 				c.usec += float64(st.Usec)
@@ -275,7 +280,8 @@ func BenchmarkRedisCost(b *testing.B) {
 				for range b.N {
 					c = measureCost(b, s)
 				}
-				b.Logf("%d pods (ticking as %d) x %d systems, %s: %v; longest script %v", pods, crowd, systems, load, c, c.longest)
+				b.Logf("%d pods (ticking as %d) x %d systems, %s: %v; longest script %v; inside the scripts: %v",
+					pods, crowd, systems, load, c, c.longest, c.each)
 				c.report(b, pods)
 			})
 		}

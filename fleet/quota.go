@@ -175,7 +175,19 @@ func (q *quota) args(want, ack int64, now time.Time) []any {
 		most = q.limit / int64(q.pods)
 	}
 	return []any{q.f.holder, q.limit, want, ack, most, q.life.Milliseconds(), q.bound.Milliseconds(), q.limit / int64(q.pods),
-		tick.Milliseconds(), maxGrantLife(q.f.cfg).Milliseconds()}
+		tick.Milliseconds(), maxGrantLife(q.f.cfg).Milliseconds(), q.mostFields()}
+}
+
+// mostFields is the most fields quotaOp takes the quota's hash to hold
+// before it deletes it as garbage: four per pod this pod knows of (the
+// pods that left within a grant life are still there), and spare; before
+// this pod has counted the pods, as many as a reply may count.
+func (q *quota) mostFields() int64 {
+	pods := max(int64(q.pods), q.f.podsSeen.Load())
+	if pods <= 1 && q.leaseEnd.IsZero() {
+		return maxPods
+	}
+	return 4*pods + 1024
 }
 
 // granted applies a reply of quotaOp to the round trip sent at sent:

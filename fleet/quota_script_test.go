@@ -34,7 +34,7 @@ func newGrants(t *testing.T, limit int64) grantsOn {
 // returns the grant and the live pods.
 func (g grantsOn) ask(pod string, want, ack int64) (grant, pods int64) {
 	g.t.Helper()
-	argv := []any{"quota", 2, 10, "q", "p", pod, g.limit, want, ack, g.limit, 1100, 5000, g.limit, g.period, 1100}
+	argv := []any{"quota", 2, 11, "q", "p", pod, g.limit, want, ack, g.limit, 1100, 5000, g.limit, g.period, 1100, 1 << 20}
 	rs, err := batchScript.Run(context.Background(), g.rdb, []string{"q", "p"}, argv...).Slice()
 	var r []int64
 	if err == nil && len(rs) == 1 {

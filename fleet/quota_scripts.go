@@ -21,7 +21,7 @@ package fleet
 
 // quotaOp records what this pod wants and grants it its share (KEYS:
 // quota hash, pause key; ARGV: holder, limit, demand, ack, cap, life ms,
-// longest pause ms, lost cap, period ms, longest life ms). The share is this pod's
+// longest pause ms, lost cap, period ms, longest life ms, most fields). The share is this pod's
 // max-min fair share of the limit over the demands of the live pods
 // (each pod gets what it wants up to an equal split of what the others
 // leave; when every pod has what it wants, the rest is split evenly),
@@ -30,7 +30,11 @@ package fleet
 // or Redis restarted or failed over between two ticks): the others it
 // does not see may still send at their shares, so it takes at most lost
 // cap (limit / pods last seen), and says so. It returns {grant, live
-// pods, pause ms left, rejected, capped, lost (0 or 1)}.
+// pods, pause ms left, rejected, capped, lost (0 or 1)}. A hash of more
+// than most fields (HLEN; far more than the pods the caller knows of) is
+// none the fleet wrote: it is deleted whole (UNLINK), counted as
+// rejected, and read as lost, so that no op reads or deletes garbage
+// field by field.
 //
 // Its cost does not grow with the pods: the field "#" of the hash holds
 // the fleet's totals, "at held n f x": when they were counted (at, Redis
@@ -66,12 +70,14 @@ local function entry(v)
   if pd and pg and pa and pe then return pd, pg, pa, pe end
   return nil
 end
-local got = redis.pcall('HMGET', KEYS[1], holder, '#')
-if got.err then
-  redis.call('DEL', KEYS[1])
+local size = redis.pcall('HLEN', KEYS[1])
+if type(size) ~= 'number' or size > tonumber(ARGV[11]) then
+  redis.call('UNLINK', KEYS[1])
   rejected = rejected + 1
-  got = {false, false}
+  size = 0
 end
+local got = {false, false}
+if size > 0 then got = redis.call('HMGET', KEYS[1], holder, '#') end
 local mine, old = got[1], 0
 local od, og, oa = entry(mine)
 if od then old = math.max(math.min(og, L), math.min(oa, L)) end
@@ -99,7 +105,7 @@ local fast = at and (od or not mine) and at <= now and now - at < period and hel
 if fast then
   others, pods = held - old, n
   if not mine then pods = n + 1 end
-  local entries = redis.call('HLEN', KEYS[1]) - 1
+  local entries = size - 1
   if not mine then entries = entries + 1 end
   pods = math.max(pods, entries)
   if f == 1 then target = math.min(d, x) else target = d + x / n end
@@ -139,18 +145,19 @@ return {g, pods, pause, rejected, capped, lost}
 // hash's expiry is set here: it outlives its last writer by two of
 // those.
 const quotaFull = `
-local all = redis.call('HGETALL', KEYS[1])
-local wants = {d}
+local all = {}
+if size > 0 then all = redis.call('HGETALL', KEYS[1]) end
+local wants, dead = {d}, {}
 others = 0
 for i = 1, #all, 2 do
   local k = all[i]
   if k ~= holder and k ~= '#' then
     local pd, pg, pa, pe = entry(all[i + 1])
     if not pd then
-      redis.call('HDEL', KEYS[1], k)
+      dead[#dead + 1] = k
       rejected = rejected + 1
     elseif pe <= now then
-      redis.call('HDEL', KEYS[1], k)
+      dead[#dead + 1] = k
     else
       if pd > L or pg > L or pa > L or pe > now + most then
         pd, pg, pa, pe = math.min(pd, L), math.min(pg, L), math.min(pa, L), math.min(pe, now + most)
@@ -162,6 +169,7 @@ for i = 1, #all, 2 do
     end
   end
 end
+hdel(KEYS[1], dead)
 if claimed and claimed < others + old then rejected = rejected + 1 end
 table.sort(wants)
 local left, level = L, nil

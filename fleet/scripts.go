@@ -59,6 +59,16 @@ local function int(x, hi)
   return nil
 end
 local function fmt(n) return string.format('%d', n) end
+local function small(key)
+  local r = redis.pcall('HSCAN', key, '0', 'COUNT', 64)
+  if r.err or r[1] ~= '0' then return nil end
+  return r[2]
+end
+local function hdel(key, fields)
+  for i = 1, #fields, 1000 do
+    redis.call('HDEL', key, unpack(fields, i, math.min(i + 999, #fields)))
+  end
+end
 `
 
 // counts starts the counts of what an op rejected and capped.
@@ -71,12 +81,12 @@ local rejected, capped = 0, 0
 const head = counts + `
 local base, channel, system, open = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local function garbage(key)
-  redis.call('DEL', key)
+  redis.call('UNLINK', key)
   rejected = rejected + 1
 end
 local v, s, u = 0, 0, 0
-local st = redis.pcall('HGETALL', KEYS[1])
-if st.err then
+local st = small(KEYS[1])
+if not st then
   garbage(KEYS[1])
 elseif #st > 0 then
   local h = {}
@@ -127,21 +137,21 @@ if s == 0 then
   local req, fail = tonumber(ARGV[5]), tonumber(ARGV[6])
   local bms, n = tonumber(ARGV[7]), tonumber(ARGV[8])
   local b = math.floor(now / bms)
-  local all = redis.pcall('HGETALL', win)
-  if all.err then
+  local all = small(win)
+  if not all then
     garbage(win)
     all = {}
   end
-  local r, f = {}, {}
+  local r, f, dead = {}, {}, {}
   for i = 1, #all, 2 do
     local k, x = all[i], int(all[i + 1], M)
     local side, digits = string.match(k, '^([rf])([1-9]%d*)$')
     local at = tonumber(digits)
     if not x or not at or at > b then
-      redis.call('HDEL', win, k)
+      dead[#dead + 1] = k
       rejected = rejected + 1
     elseif at <= b - n then
-      redis.call('HDEL', win, k)
+      dead[#dead + 1] = k
     elseif side == 'r' then
       r[at] = x
     else
@@ -150,11 +160,12 @@ if s == 0 then
   end
   for at, x in pairs(f) do
     if x > (r[at] or 0) then
-      redis.call('HDEL', win, 'r' .. fmt(at), 'f' .. fmt(at))
+      dead[#dead + 1], dead[#dead + 2] = 'r' .. fmt(at), 'f' .. fmt(at)
       rejected = rejected + 1
       r[at], f[at] = nil, nil
     end
   end
+  hdel(win, dead)
   for _, x in pairs(r) do R = R + x end
   for _, x in pairs(f) do F = F + x end
   if req > 0 then
