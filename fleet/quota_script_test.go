@@ -34,8 +34,12 @@ func newGrants(t *testing.T, limit int64) grantsOn {
 // returns the grant and the live pods.
 func (g grantsOn) ask(pod string, want, ack int64) (grant, pods int64) {
 	g.t.Helper()
-	argv := []any{"quota", 2, 11, "q", "p", pod, g.limit, want, ack, g.limit, 1100, 5000, g.limit, g.period, 1100, 1 << 20}
-	rs, err := batchScript.Run(context.Background(), g.rdb, []string{"q", "p"}, argv...).Slice()
+	call := quotaCall{holder: pod, limit: g.limit, demand: want, ack: ack, most: g.limit, life: 1100 * time.Millisecond,
+		longestPause: 5 * time.Second, lostCap: g.limit, period: time.Duration(g.period) * time.Millisecond,
+		longestLife: 1100 * time.Millisecond, mostFields: 1 << 20}
+	b := &batch{ops: []*op{newOp(call, nil, nil)}}
+	keys, argv := b.args(false)
+	rs, err := batchScript.Run(context.Background(), g.rdb, keys, argv...).Slice()
 	var r []int64
 	if err == nil && len(rs) == 1 {
 		r, _ = int64s(rs[0])
@@ -143,7 +147,7 @@ func TestQuotaTotalsFollowTheEntries(t *testing.T) {
 // of the fleet's totals.
 func (g grantsOn) hash() (map[string][4]int64, int64) {
 	g.t.Helper()
-	all, err := g.rdb.HGetAll(context.Background(), "q").Result()
+	all, err := g.rdb.HGetAll(context.Background(), ":quota").Result()
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -187,7 +191,7 @@ func BenchmarkQuotaRecount(b *testing.B) {
 			for i := range 999 {
 				fields = append(fields, fmt.Sprintf("pod%04d", i), "1000000 1000000 1000000 "+end)
 			}
-			if err := rdb.HSet(context.Background(), "q", fields...).Err(); err != nil {
+			if err := rdb.HSet(context.Background(), ":quota", fields...).Err(); err != nil {
 				b.Fatal(err)
 			}
 			g.ask("me", 1e6, 0) // the first counts, and writes the totals
