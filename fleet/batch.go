@@ -3,14 +3,14 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // A round trip carries one script call per Redis master, whatever the
-// number of systems: the batch script runs, in order, the ops of every
-// system whose keys that master holds (one Redis: every system). Its
+// number of systems: the batch script (lua/batch.lua) runs, in order, the
+// ops of every system whose keys that master holds (one Redis: every
+// system). Its
 // ARGV hold, for each op, its name, its number of keys and of arguments,
 // its keys, then its arguments; it returns one reply per op, in order.
 //
@@ -24,47 +24,6 @@ import (
 // master the ops of the systems whose slots it holds. The keys of one
 // system share one slot (keyBase's hash tag), so an op may touch the keys
 // it builds from its own.
-
-// opBodies are the ops of the batch script by name.
-var opBodies = []struct{ name, body string }{
-	{"sync", syncOp}, {"trip", tripOp}, {"probe", probeOp}, {"lease", leaseOp}, {"restore", restoreOp},
-	{"quota", quotaOp}, {"pause", pauseOp}, {"leave", leaveOp}, {"presence", presenceOp}, {"depart", departOp},
-}
-
-// dispatch runs the ops of ARGV in order.
-const dispatch = `
-local out, a = {}, 1
-while a <= #ARGV do
-  local name, nk, na = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-  local keys, argv = {}, {}
-  for j = 1, nk do keys[j] = ARGV[a + 2 + j] end
-  for j = 1, na do argv[j] = ARGV[a + 2 + nk + j] end
-  a = a + 3 + nk + na
-  out[#out + 1] = ops[name](keys, argv)
-end
-return out
-`
-
-// batchSource is the batch script's text, after head (a shebang line or
-// nothing).
-func batchSource(head string) string {
-	var b strings.Builder
-	b.WriteString(head)
-	b.WriteString(clock)
-	b.WriteString("local ops = {}\n")
-	for _, o := range opBodies {
-		fmt.Fprintf(&b, "ops[%q] = function(KEYS, ARGV)\n%s\nend\n", o.name, o.body)
-	}
-	b.WriteString(dispatch)
-	return b.String()
-}
-
-// batchScript runs a batch on a single Redis; clusterBatchScript on a
-// master of a Redis Cluster.
-var (
-	batchScript        = redis.NewScript(batchSource(""))
-	clusterBatchScript = redis.NewScript(batchSource("#!lua flags=allow-cross-slot-keys\n"))
-)
 
 // op is one op of a round trip: what it sends, and what to do with its
 // reply.

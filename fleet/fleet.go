@@ -219,9 +219,10 @@ func (f *Fleet) release() {
 	quotas := f.quotaSnapshot()
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.Timeout)
 	defer cancel()
-	ops := []*op{{name: "depart", keys: []string{f.podsKey}, args: []any{f.holder}, done: func([]int64, error) {}}}
+	ignore := func([]int64, error) {}
+	ops := []*op{newOp(departCall{pods: f.podsKey, holder: f.holder}, ignore, nil)}
 	for _, q := range quotas {
-		ops = append(ops, &op{name: "leave", keys: []string{q.base + ":quota"}, args: []any{f.holder, q.limit}, done: func([]int64, error) {}})
+		ops = append(ops, newOp(leaveCall{base: q.base, holder: f.holder, limit: q.limit}, ignore, nil))
 		q.closeQuota()
 	}
 	pipe := f.rdb.Pipeline()

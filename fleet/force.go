@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,7 +17,7 @@ import (
 // time to live is the time left: it ends by itself, and a pod that starts
 // meanwhile reads it. Every change is published on the fleet's channel as
 // "<system> force <open|closed|-> <ms left>" ("-": released), and every
-// pod reads the key back with the state (syncScript), at least every
+// pod reads the key back with the state (lua/sync.lua), at least every
 // Config.ReadInterval.
 
 // forced is an override as this pod knows it.
@@ -130,21 +129,13 @@ func (c *circuit) readForced(fs, fms int64, sent, now time.Time) {
 	c.learnForced(state, fms, now)
 }
 
-// forcedStates are the states of an override as syncScript replies them.
+// forcedStates are the states of an override as lua/sync.lua replies them.
 var forcedStates = map[int64]observe.BreakerState{0: "", 1: observe.BreakerOpen, 2: observe.BreakerClosed}
 
-// onForce applies "<system> force <open|closed|-> <ms>" from the channel.
-func (f *Fleet) onForce(w []string) {
-	if len(w) != 4 {
-		f.rejected.Add(1)
-		return
-	}
-	ms, err := strconv.ParseInt(w[3], 10, 64)
-	state := observe.BreakerState(w[2])
-	if state == "-" {
-		state = ""
-	}
-	if err != nil || ms < 0 || (state != "" && state != observe.BreakerOpen && state != observe.BreakerClosed) {
+// onForce applies an override's message from the channel.
+func (f *Fleet) onForce(m message) {
+	ms, state := m.ms, m.force
+	if ms < 0 {
 		f.rejected.Add(1)
 		return
 	}
@@ -153,7 +144,7 @@ func (f *Fleet) onForce(w []string) {
 		ms = observe.MaxForce.Milliseconds()
 	}
 	f.mu.Lock()
-	c := f.circuits[w[0]]
+	c := f.circuits[m.system]
 	f.mu.Unlock()
 	if c != nil {
 		c.learnForced(state, ms, time.Now())
@@ -184,7 +175,8 @@ type forceTarget struct{ base, channel, system string }
 // write writes and publishes an override of ms milliseconds (state "":
 // released).
 func (t forceTarget) write(ctx context.Context, rdb redis.Scripter, state observe.BreakerState, ms int64) error {
-	return forceScript.Run(ctx, rdb, []string{t.base + ":force"}, t.channel, t.system, string(state), ms).Err()
+	m := message{kind: forceMessage, system: t.system, force: state, ms: ms}
+	return forceScript.Run(ctx, rdb, []string{t.base + ":force"}, t.channel, string(state), ms, m.Format()).Err()
 }
 
 // Force forces the breaker of system open or closed for every pod of the

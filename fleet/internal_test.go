@@ -72,16 +72,28 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.
 
 func fail() (*http.Response, error) { return nil, errUpstream }
 
-// runOp runs the op name on c's state, alone in a batch, args after the
-// four arguments every op of a breaker takes (scripts.go).
-func runOp(c *circuit, name string, args ...any) ([]int64, error) {
-	argv := append([]any{c.base, c.f.channel, c.name, c.openTimeout.Milliseconds()}, args...)
+// runOp runs the op that call makes of the arguments every op of c's
+// breaker begins with, alone in a batch.
+func runOp(c *circuit, call func(breakerArgs) opCall) ([]int64, error) {
 	var got []int64
 	var gerr error
-	err := c.f.runOps(context.Background(), &op{name: name, keys: c.keys(name), args: argv,
-		done: func(r []int64, err error) { got, gerr = r, err }})
+	b := breakerArgs{base: c.base, channel: c.f.channel, system: c.name, open: c.openTimeout}
+	err := c.f.runOps(context.Background(), newOp(call(b), func(r []int64, err error) { got, gerr = r, err }, nil))
 	if err != nil {
 		return nil, err
 	}
 	return got, gerr
+}
+
+// tripOf, probeOf and restoreOf are the ops of their names on version v.
+func tripOf(v int64) func(breakerArgs) opCall {
+	return func(b breakerArgs) opCall { return tripCall{breakerArgs: b, version: v} }
+}
+
+func probeOf(v int64, ok bool, probes int) func(breakerArgs) opCall {
+	return func(b breakerArgs) opCall { return probeCall{breakerArgs: b, version: v, ok: ok, probes: probes} }
+}
+
+func restoreOf(v int64, open bool, left time.Duration) func(breakerArgs) opCall {
+	return func(b breakerArgs) opCall { return restoreCall{breakerArgs: b, version: v, open: open, left: left} }
 }

@@ -33,7 +33,7 @@ func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 		waitFor(t, syncWait, "sync", f.synced.Load)
 		pods = append(pods, c)
 	}
-	r, err := runOp(pods[0], "trip", 0)
+	r, err := runOp(pods[0], tripOf(0))
 	if err != nil || r[0] != 1 {
 		t.Fatalf("trip: %v %v", r, err)
 	}

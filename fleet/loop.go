@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/outbound-go/outbound/observe"
 )
 
 // loop is the fleet's one talker to Redis: at most one round trip per
@@ -84,7 +85,7 @@ func (f *Fleet) step(ctx context.Context, read bool) bool {
 	pipe := f.rdb.Pipeline()
 	if !synced {
 		checkScript.EvalSha(rctx, pipe, []string{f.prefix + ":pod:" + f.holder},
-			f.channel, hello+" "+f.holder, checkLife.Milliseconds())
+			f.channel, message{kind: helloMessage, system: f.holder}.Format(), checkLife.Milliseconds())
 	}
 	batches := f.send(rctx, pipe, rt.ops)
 	_, err := pipe.Exec(rctx)
@@ -117,8 +118,9 @@ func (rt *roundTrip) circuit(c *circuit, synced, read bool) {
 		reqs, fails = 0, 0 // evidence gathered while degraded is stale
 	}
 	if reqs > 0 || read {
-		rt.run(c, breakerOp{name: "sync", more: 4, apply: (*circuit).applyWindow}, reqs, fails, (c.window / 10).Milliseconds(), 10,
-			c.minRequests, strconv.FormatFloat(c.ratio, 'g', -1, 64))
+		rt.run(c, breakerOp{more: 4, apply: (*circuit).applyWindow}, syncCall{breakerArgs: rt.breaker(c),
+			requests: reqs, failures: fails, bucket: c.window / windowBuckets, buckets: windowBuckets,
+			minRequests: c.minRequests, ratio: c.ratio, mostForce: observe.MaxForce})
 	}
 }
 
@@ -128,74 +130,70 @@ func (rt *roundTrip) circuit(c *circuit, synced, read bool) {
 func (rt *roundTrip) quota(q *quota) {
 	now := time.Now()
 	if want, ack := q.ask(now); q.due(now, want, ack) {
-		rt.ops = append(rt.ops, &op{name: "quota", keys: q.keys(), args: q.args(want, ack, now), done: func(r []int64, err error) {
+		rt.ops = append(rt.ops, newOp(q.call(want, ack, now), func(r []int64, err error) {
 			if !q.granted(r, err, rt.sent, rt.now) {
 				q.missed(rt.sent)
 			}
-		}})
+		}, nil))
 	}
 	p := q.pauseOut.Load()
 	if p <= q.pauseSent {
 		return
 	}
-	ms := min(time.Duration(p-now.UnixNano()), q.bound).Milliseconds()
-	if ms <= 0 {
+	left := min(time.Duration(p-now.UnixNano()), q.bound)
+	if left < time.Millisecond {
 		q.pauseSent = p // over already
 		return
 	}
-	rt.ops = append(rt.ops, &op{name: "pause", keys: []string{q.base + ":pause"}, args: []any{rt.f.channel, q.name, ms},
-		done: func(r []int64, err error) {
-			switch {
-			case errors.Is(err, errShape) || (err == nil && (len(r) != 2 || r[1] < 0)):
-				q.pauseSent = p
-				rt.f.rejected.Add(1)
-			case err != nil: // sent again on the next round trip
-			default:
-				q.pauseSent = p
-				rt.f.rejected.Add(uint64(r[1]))
-			}
-		}})
+	call := pauseCall{base: q.base, channel: rt.f.channel, system: q.name, pause: left}
+	rt.ops = append(rt.ops, newOp(call, func(r []int64, err error) {
+		switch {
+		case errors.Is(err, errShape) || (err == nil && (len(r) != 2 || r[1] < 0)):
+			q.pauseSent = p
+			rt.f.rejected.Add(1)
+		case err != nil: // sent again on the next round trip
+		default:
+			q.pauseSent = p
+			rt.f.rejected.Add(uint64(r[1]))
+		}
+	}, nil))
 }
 
 // checkLife is how long the key the check writes lives.
 const checkLife = 10 * time.Second
 
-// keys are the keys of c an op is given: its state, and for a sync the
-// operator's override (which syncOp reads).
-func (c *circuit) keys(name string) []string {
-	if name == "sync" {
-		return []string{c.base + ":state", c.base + ":force"}
-	}
-	return []string{c.base + ":state"}
+// windowBuckets is the number of buckets of a fleet window
+// (lua/sync.lua).
+const windowBuckets = 10
+
+// breaker is the arguments every op of c begins with.
+func (rt *roundTrip) breaker(c *circuit) breakerArgs {
+	return breakerArgs{base: c.base, channel: rt.f.channel, system: c.name, open: c.openTimeout}
 }
 
-// breakerOp is one op of a breaker: its script's name (scripts.go), how
-// many values its reply holds after the state's (more), what applies the
-// reply, and what puts back what was taken for it when it was not
-// delivered (nil: nothing).
+// breakerOp is how the reply of one op of a breaker is read: how many
+// values it holds after the state's (more), what applies it, and what
+// puts back what was taken for the op when it was not delivered (nil:
+// nothing).
 type breakerOp struct {
-	name  string
 	more  int
 	apply func(*circuit, state, []int64, *roundTrip, time.Time)
 	undo  func()
 }
 
-// run adds o on c's state, with the four arguments every op of a
-// breaker takes (scripts.go) before args.
-func (rt *roundTrip) run(c *circuit, o breakerOp, args ...any) {
-	argv := append([]any{c.base, rt.f.channel, c.name, c.openTimeout.Milliseconds()}, args...)
-	rt.ops = append(rt.ops, &op{name: o.name, keys: c.keys(o.name), args: argv, undo: o.undo,
-		done: func(r []int64, err error) {
-			if errors.Is(err, errShape) {
-				c.f.rejected.Add(1)
-			}
-			if err != nil {
-				return
-			}
-			if st, vals, ok := c.readReply(r, o.more); ok {
-				o.apply(c, st, vals, rt, rt.now)
-			}
-		}})
+// run adds the op call of c, whose reply o reads.
+func (rt *roundTrip) run(c *circuit, o breakerOp, call opCall) {
+	rt.ops = append(rt.ops, newOp(call, func(r []int64, err error) {
+		if errors.Is(err, errShape) {
+			c.f.rejected.Add(1)
+		}
+		if err != nil {
+			return
+		}
+		if st, vals, ok := c.readReply(r, o.more); ok {
+			o.apply(c, st, vals, rt, rt.now)
+		}
+	}, o.undo))
 }
 
 // changes adds what c has to change in Redis: a state Redis lost, probe
@@ -203,11 +201,12 @@ func (rt *roundTrip) run(c *circuit, o breakerOp, args ...any) {
 func (rt *roundTrip) changes(c *circuit) {
 	v := c.view.Load()
 	if c.restore.Swap(false) {
-		left := int64(0)
+		left := time.Duration(0)
 		if v.open {
-			left = max(0, time.Until(v.until).Milliseconds())
+			left = max(0, time.Until(v.until))
 		}
-		rt.run(c, breakerOp{name: "restore", apply: (*circuit).applyState, undo: func() { c.restore.Store(true) }}, v.ver, b2i(v.open), left)
+		rt.run(c, breakerOp{apply: (*circuit).applyState, undo: func() { c.restore.Store(true) }},
+			restoreCall{breakerArgs: rt.breaker(c), version: v.ver, open: v.open, left: left})
 	}
 	c.mu.Lock()
 	results := c.results
@@ -222,17 +221,20 @@ func (rt *roundTrip) changes(c *circuit) {
 		if i == 0 {
 			undo = func() { c.requeue(results) }
 		}
-		rt.run(c, breakerOp{name: "probe", apply: (*circuit).applyState, undo: undo}, r.ver, b2i(r.ok), c.probes)
+		rt.run(c, breakerOp{apply: (*circuit).applyState, undo: undo},
+			probeCall{breakerArgs: rt.breaker(c), version: r.ver, ok: r.ok, probes: c.probes})
 	}
 	if propose {
-		rt.run(c, breakerOp{name: "trip", apply: (*circuit).applyState, undo: func() { c.unpropose(v.ver) }}, v.ver)
+		rt.run(c, breakerOp{apply: (*circuit).applyState, undo: func() { c.unpropose(v.ver) }},
+			tripCall{breakerArgs: rt.breaker(c), version: v.ver})
 	}
 	// A lease is asked for when a call wanted one, at most once per
 	// leaseEvery: refused calls wake the loop, and must not turn into
 	// Redis commands at the call rate.
 	if now := time.Now(); v.open && !now.Before(v.until) && now.Sub(c.leased) >= leaseEvery(rt.f.cfg) && c.want.Swap(false) {
 		c.leased = now
-		rt.run(c, breakerOp{name: "lease", more: 1, apply: (*circuit).applyLease, undo: func() { c.want.Store(true) }}, v.ver, c.probes, c.lease.Milliseconds(), rt.f.holder)
+		rt.run(c, breakerOp{more: 1, apply: (*circuit).applyLease, undo: func() { c.want.Store(true) }},
+			leaseCall{breakerArgs: rt.breaker(c), version: v.ver, probes: c.probes, life: c.lease, holder: rt.f.holder})
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 )
 
 // The fleet's pace follows its size. Every pod says it is alive once a
-// ReadInterval (presenceOp), in one sorted set of the namespace,
+// ReadInterval (lua/presence.lua), in one sorted set of the namespace,
 // outbound:fleet:{<namespace>}:pods, and learns how many pods are; with
 // more pods, each ticks less often:
 //
@@ -62,51 +62,25 @@ func othersLife(cfg Config, pods int) time.Duration {
 // presenceLife is how long a pod counts as alive after it said so.
 func presenceLife(cfg Config) time.Duration { return 3 * cfg.ReadInterval }
 
-// presenceOp says this pod is alive (KEYS: the namespace's pods; ARGV:
-// holder, life ms) and counts the pods alive. A key of the wrong type is
-// garbage; a pod alive past the caller's life from now (no pod writes
-// that) is dropped, counted. It returns {pods, rejected}.
-const presenceOp = `
-local rejected, life = 0, tonumber(ARGV[2])
-local added = redis.pcall('ZADD', KEYS[1], now + life, ARGV[1])
-if type(added) == 'table' and added.err then
-  redis.call('DEL', KEYS[1])
-  rejected = 1
-  redis.call('ZADD', KEYS[1], now + life, ARGV[1])
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-rejected = rejected + redis.call('ZREMRANGEBYSCORE', KEYS[1], '(' .. fmt(now + life), '+inf')
-local n = redis.call('ZCARD', KEYS[1])
-redis.call('PEXPIRE', KEYS[1], life)
-return {n, rejected}
-`
-
-// departOp takes this pod out of the count (KEYS: the namespace's pods;
-// ARGV: holder), when its fleet closes. It returns {}.
-const departOp = `
-redis.pcall('ZREM', KEYS[1], ARGV[1])
-return {}
-`
-
 // presence adds the op that says this pod is alive, and applies the
 // count it replies: the tick follows it.
 func (rt *roundTrip) presence() {
 	f := rt.f
-	rt.ops = append(rt.ops, &op{name: "presence", keys: []string{f.podsKey}, args: []any{f.holder, presenceLife(f.cfg).Milliseconds()},
-		done: func(r []int64, err error) {
-			switch {
-			case err != nil:
-				if err == errShape {
-					f.rejected.Add(1)
-				}
-				return
-			case len(r) != 2 || r[0] < 1 || r[0] > maxPods || r[1] < 0:
+	call := presenceCall{pods: f.podsKey, holder: f.holder, life: presenceLife(f.cfg)}
+	rt.ops = append(rt.ops, newOp(call, func(r []int64, err error) {
+		switch {
+		case err != nil:
+			if err == errShape {
 				f.rejected.Add(1)
-				return
 			}
-			f.rejected.Add(uint64(r[1]))
-			f.presentAt = rt.sent
-			f.podsSeen.Store(r[0])
-			f.tickNs.Store(int64(tickFor(f.cfg, int(r[0]))))
-		}})
+			return
+		case len(r) != 2 || r[0] < 1 || r[0] > maxPods || r[1] < 0:
+			f.rejected.Add(1)
+			return
+		}
+		f.rejected.Add(uint64(r[1]))
+		f.presentAt = rt.sent
+		f.podsSeen.Store(r[0])
+		f.tickNs.Store(int64(tickFor(f.cfg, int(r[0]))))
+	}, nil))
 }

@@ -16,7 +16,7 @@ import (
 // registry's Quota for that system. Requests spend from a local token
 // bucket (share) and never talk to Redis; the fleet's loop
 // sets the bucket's rate and burst from the share Redis grants each tick
-// (quotaOp), or from limit / pods last seen when Redis does not
+// (lua/quota.lua), or from limit / pods last seen when Redis does not
 // answer. A quota is safe for concurrent use.
 type quota struct {
 	f     *Fleet
@@ -113,11 +113,11 @@ func (q *quota) join() {
 	ctx, cancel := context.WithTimeout(context.Background(), q.f.cfg.Timeout)
 	defer cancel()
 	want, ack := q.ask(now)
-	q.f.runOps(ctx, &op{name: "quota", keys: q.keys(), args: q.args(want, ack, now), done: func(r []int64, err error) {
+	q.f.runOps(ctx, newOp(q.call(want, ack, now), func(r []int64, err error) {
 		if !q.granted(r, err, now, time.Now()) {
 			q.missed(now)
 		}
-	}})
+	}, nil))
 	q.settle(time.Now())
 }
 
@@ -128,8 +128,6 @@ func (f *Fleet) degradedAtStart() bool {
 	defer f.mu.Unlock()
 	return !f.synced.Load() && f.lastErr != ""
 }
-
-func (q *quota) keys() []string { return []string{q.base + ":quota", q.base + ":pause"} }
 
 // ask is what this pod says at now: what it wants (1.25 x the requests
 // that asked for a token over the last second, plus those waiting now
@@ -167,11 +165,12 @@ func (q *quota) due(now time.Time, want, ack int64) bool {
 	return (want == 0) != (q.sentWant == 0) || moved > q.sentWant/8 || -moved > q.sentWant/8
 }
 
-// args are quotaOp's ARGV at now for want and ack: with them, the most
-// it takes (limit / pods while it resyncs), its grant's life at the
-// fleet's tick now, the tick (how old the fleet's totals may be) and the
-// longest grant life of any pod (what an entry may hold at most).
-func (q *quota) args(want, ack int64, now time.Time) []any {
+// call is the quota op (lua/quota.lua) at now for want and ack: with
+// them, the most it takes (limit / pods while it resyncs), its grant's
+// life at the fleet's tick now, the tick (how old the fleet's totals may
+// be), the longest grant life of any pod (what an entry may hold at
+// most) and the most fields of the hash.
+func (q *quota) call(want, ack int64, now time.Time) quotaCall {
 	tick := q.f.tick()
 	q.life = grantLife(q.f.cfg, tick)
 	q.sentWant, q.sentAck = want, ack
@@ -179,11 +178,24 @@ func (q *quota) args(want, ack int64, now time.Time) []any {
 	if now.Before(q.resyncEnd) {
 		most = q.limit / int64(q.pods)
 	}
-	return []any{q.f.holder, q.limit, want, ack, most, q.life.Milliseconds(), q.bound.Milliseconds(), q.limit / int64(q.pods),
-		tick.Milliseconds(), maxGrantLife(q.f.cfg).Milliseconds()}
+	return quotaCall{base: q.base, holder: q.f.holder, limit: q.limit, demand: want, ack: ack, most: most,
+		life: q.life, longestPause: q.bound, lostCap: q.limit / int64(q.pods),
+		period: tick, longestLife: maxGrantLife(q.f.cfg), mostFields: q.mostFields()}
 }
 
-// granted applies a reply of quotaOp to the round trip sent at sent:
+// mostFields is the most fields the quota op takes the quota's hash to hold
+// before it deletes it as garbage: four per pod this pod knows of (the
+// pods that left within a grant life are still there), and spare; before
+// this pod has counted the pods, as many as a reply may count.
+func (q *quota) mostFields() int64 {
+	pods := max(int64(q.pods), q.f.podsSeen.Load())
+	if pods <= 1 && q.leaseEnd.IsZero() {
+		return maxPods
+	}
+	return 4*pods + 1024
+}
+
+// granted applies a reply of the quota op to the round trip sent at sent:
 // {grant, live pods, pause ms, rejected, capped, lost}, or its absence
 // (err). It reports false when there is no reply, or one that no op
 // could have sent (counted).

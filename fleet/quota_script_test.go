@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,7 +17,7 @@ import (
 // grantsOn runs the quota's op on srv for pods of a quota of limit (in
 // micro-requests per second, as the pods write it).
 type grantsOn struct {
-	t      *testing.T
+	t      testing.TB
 	rdb    *redis.Client
 	limit  int64
 	period int64 // ms: how old the fleet's totals may be (0: every tick counts every entry)
@@ -35,8 +34,12 @@ func newGrants(t *testing.T, limit int64) grantsOn {
 // returns the grant and the live pods.
 func (g grantsOn) ask(pod string, want, ack int64) (grant, pods int64) {
 	g.t.Helper()
-	argv := []any{"quota", 2, 10, "q", "p", pod, g.limit, want, ack, g.limit, 1100, 5000, g.limit, g.period, 1100}
-	rs, err := batchScript.Run(context.Background(), g.rdb, []string{"q", "p"}, argv...).Slice()
+	call := quotaCall{holder: pod, limit: g.limit, demand: want, ack: ack, most: g.limit, life: 1100 * time.Millisecond,
+		longestPause: 5 * time.Second, lostCap: g.limit, period: time.Duration(g.period) * time.Millisecond,
+		longestLife: 1100 * time.Millisecond, mostFields: 1 << 20}
+	b := &batch{ops: []*op{newOp(call, nil, nil)}}
+	keys, argv := b.args(false)
+	rs, err := batchScript.Run(context.Background(), g.rdb, keys, argv...).Slice()
 	var r []int64
 	if err == nil && len(rs) == 1 {
 		r, _ = int64s(rs[0])
@@ -144,7 +147,7 @@ func TestQuotaTotalsFollowTheEntries(t *testing.T) {
 // of the fleet's totals.
 func (g grantsOn) hash() (map[string][4]int64, int64) {
 	g.t.Helper()
-	all, err := g.rdb.HGetAll(context.Background(), "q").Result()
+	all, err := g.rdb.HGetAll(context.Background(), ":quota").Result()
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -168,40 +171,38 @@ func (g grantsOn) hash() (map[string][4]int64, int64) {
 	return entries, held
 }
 
-// TestQuotaRecountFigure measures the Redis CPU of one quota op that
+// BenchmarkQuotaRecount measures the Redis CPU of one quota op that
 // counts every entry of a fleet of 1,000 pods again (once per tick of
 // the fleet, by the first pod to ask), and of one that reads the totals
-// alone (every other pod's): the figures of docs/fleet-redis.md, with
-// TestRedisCostFigures. It runs when OUTBOUND_FLEET_COST=1.
-func TestQuotaRecountFigure(t *testing.T) {
-	if os.Getenv("OUTBOUND_FLEET_COST") != "1" {
-		t.Skip("set OUTBOUND_FLEET_COST=1 to measure what a quota op costs Redis")
-	}
-	srv := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
-	t.Cleanup(func() { rdb.Close() })
-	g := grantsOn{t: t, rdb: rdb, limit: 1e12}
-	end := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
-	fields := []any{}
-	for i := range 999 {
-		fields = append(fields, fmt.Sprintf("pod%04d", i), "1000000 1000000 1000000 "+end)
-	}
-	if err := rdb.HSet(context.Background(), "q", fields...).Err(); err != nil {
-		t.Fatal(err)
-	}
-	for _, period := range []int64{0, 3_600_000} {
-		g.period = period
-		g.ask("me", 1e6, 0) // the first counts, and writes the totals
-		before, _ := srv.CPU()
-		const n = 200
-		for range n {
-			g.ask("me", 1e6, 1e6)
-		}
-		after, _ := srv.CPU()
-		what := "reading the totals alone"
-		if period == 0 {
-			what = "counting 1,000 entries"
-		}
-		t.Logf("a quota op %s: %.0f µs of Redis CPU (each call its own batch)", what, float64((after-before).Microseconds())/n)
+// alone (every other pod's), each call its own batch: the figures of
+// docs/fleet-redis.md, with BenchmarkRedisCost.
+func BenchmarkQuotaRecount(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		period int64
+	}{{"counting1000entries", 0}, {"readingTheTotals", 3_600_000}} {
+		b.Run(bc.name, func(b *testing.B) {
+			srv := redistest.Start(b)
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+			b.Cleanup(func() { rdb.Close() })
+			g := grantsOn{t: b, rdb: rdb, limit: 1e12, period: bc.period}
+			end := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+			fields := []any{}
+			for i := range 999 {
+				fields = append(fields, fmt.Sprintf("pod%04d", i), "1000000 1000000 1000000 "+end)
+			}
+			if err := rdb.HSet(context.Background(), ":quota", fields...).Err(); err != nil {
+				b.Fatal(err)
+			}
+			g.ask("me", 1e6, 0) // the first counts, and writes the totals
+			before, _ := srv.CPU()
+			b.ResetTimer()
+			for range b.N {
+				g.ask("me", 1e6, 1e6)
+			}
+			b.StopTimer()
+			after, _ := srv.CPU()
+			b.ReportMetric(float64((after-before).Microseconds())/float64(b.N), "redis-cpu-us/op")
+		})
 	}
 }

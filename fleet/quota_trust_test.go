@@ -1,11 +1,14 @@
 package fleet_test
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/outbound-go/outbound/fleet/redistest"
 	"github.com/outbound-go/outbound/outboundtest"
@@ -161,5 +164,51 @@ func TestPauseFromRedisIsBounded(t *testing.T) {
 		if d := time.Until(p.c.Status().Rate.PausedUntil); d > 5*time.Second {
 			t.Errorf("pod %d paused for %v by a message, want at most its CALL_TIMEOUT (5s)", i, d)
 		}
+	}
+}
+
+// TestAHashOfGarbageHoldsRedisBriefly: another client writes 300,000
+// fields no pod writes into the quota's hash. No script call of the pods
+// holds Redis for long reading them (none in Redis's SLOWLOG past 50ms):
+// the hash, far larger than any the fleet writes, is deleted whole and
+// counted, and the pods share the limit again.
+func TestAHashOfGarbageHoldsRedisBriefly(t *testing.T) {
+	t.Parallel()
+	pods, f, counts := trustQuotaPods(t, "qhuge")
+	rdb := redis.NewClient(&redis.Options{Addr: f.srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	quota := f.base + ":quota"
+	garbage := make([]any, 0, 2000)
+	pipe := rdb.Pipeline()
+	for i := range 300_000 {
+		garbage = append(garbage, "junk"+strconv.Itoa(i), "x")
+		if len(garbage) == cap(garbage) {
+			pipe.HSet(ctx, quota, garbage...)
+			garbage = garbage[:0]
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.do(t, "CONFIG", "SET", "slowlog-log-slower-than", "50000")
+	f.do(t, "SLOWLOG", "RESET")
+	r0, _ := counts()
+	waitFor(t, 5*time.Second, "the garbage rejected", func() bool {
+		r, _ := counts()
+		return r > r0
+	})
+	settle(t, pods, 100)
+	log, err := rdb.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range log {
+		if len(e.Args) > 0 && strings.HasPrefix(strings.ToLower(e.Args[0]), "eval") {
+			t.Errorf("a script call held Redis %v (want at most 50ms): %.60v", e.Duration, e.Args)
+		}
+	}
+	if n, _ := rdb.HLen(ctx, quota).Result(); n > 10 {
+		t.Errorf("the quota's hash holds %d fields, want the garbage gone", n)
 	}
 }

@@ -68,7 +68,7 @@ func TestReadStateRejectsWhatNoPodWrites(t *testing.T) {
 }
 
 // TestViewAtTheLastVersionTakesAnyOther: the change after 2^53-1 is
-// version 1 (scripts.go); a view at 2^53-1 takes it, where any other view
+// version 1 (lua/breaker.lua); a view at 2^53-1 takes it, where any other view
 // would call it stale.
 func TestViewAtTheLastVersionTakesAnyOther(t *testing.T) {
 	c := bare(testSettings)

@@ -26,7 +26,7 @@ func TestDegradedAndResync(t *testing.T) {
 		waitFor(t, syncWait, "sync", f.synced.Load)
 		fleets, pods = append(fleets, f), append(pods, c)
 	}
-	if _, err := runOp(pods[0], "trip", 0); err != nil {
+	if _, err := runOp(pods[0], tripOf(0)); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range pods {
@@ -105,7 +105,7 @@ func TestBriefStallKeepsTheFleetState(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, syncWait, "sync", f.synced.Load)
-	if _, err := runOp(c, "trip", 0); err != nil {
+	if _, err := runOp(c, tripOf(0)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, time.Second, "open", func() bool { return c.State() == gobreaker.StateOpen })

@@ -46,7 +46,7 @@ func TestStaleWriterCannotUndoANewerOpen(t *testing.T) {
 	s.openTimeout = time.Minute
 	f, c := newPod(t, srv, "stale", s)
 	waitFor(t, syncWait, "sync", f.synced.Load)
-	r, err := runOp(c, "trip", 0)
+	r, err := runOp(c, tripOf(0))
 	if err != nil || r[0] != 1 || r[1] != 1 {
 		t.Fatalf("trip v0: %v %v, want v1 open", r, err)
 	}
@@ -56,16 +56,16 @@ func TestStaleWriterCannotUndoANewerOpen(t *testing.T) {
 		run  func() ([]int64, error)
 	}{
 		{"trip v0 again", func() ([]int64, error) {
-			return runOp(c, "trip", 0)
+			return runOp(c, tripOf(0))
 		}},
 		{"probe success v0", func() ([]int64, error) {
-			return runOp(c, "probe", 0, 1, 1)
+			return runOp(c, probeOf(0, true, 1))
 		}},
 		{"probe success v1 while still open", func() ([]int64, error) {
-			return runOp(c, "probe", 1, 1, 1)
+			return runOp(c, probeOf(1, true, 1))
 		}},
 		{"restore closed v1", func() ([]int64, error) {
-			return runOp(c, "restore", 1, 0, 0)
+			return runOp(c, restoreOf(1, false, 0))
 		}},
 	} {
 		r, err := try.run()

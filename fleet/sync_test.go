@@ -160,6 +160,7 @@ var scriptCommands = map[string]bool{
 	"hset": true, "hdel": true, "del": true, "publish": true, "set": true,
 	"type": true, "hget": true, "pttl": true, "get": true,
 	"zadd": true, "zcard": true, "zremrangebyscore": true, "zrem": true, "hlen": true,
+	"hscan": true, "unlink": true,
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

@@ -1,8 +1,6 @@
 package fleet
 
 import (
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -12,7 +10,7 @@ import (
 // in [0, maxVersion]; s is 0 or 1; an open time is cut to the system's
 // BREAKER_OPEN_TIMEOUT from now; anything else is ignored and counted in
 // Sync.Rejected, never applied. The scripts apply the same rules to what
-// they read in Redis (scripts.go), so that a pod never writes back a
+// they read in Redis (lua/breaker.lua), so that a pod never writes back a
 // state it would not accept itself.
 
 // state is one system's state as read from Redis or the channel.
@@ -63,62 +61,37 @@ func (c *circuit) readReply(r []int64, more int) (state, []int64, bool) {
 	return st, r[5:], ok
 }
 
-// hello starts the message a pod publishes to prove it may publish
-// (checkScript): "hello <holder>". The pods ignore it.
-const hello = "hello"
-
-// onMessage applies "<system> <v> <s> <ms left>" from the channel. A
-// message for a system this pod does not have is not its business; a
-// malformed one is counted.
+// onMessage applies a message of the channel (message.go). A message
+// for a system this pod does not have is not its business; a malformed
+// one is counted.
 func (f *Fleet) onMessage(payload string) {
-	w := strings.Fields(payload)
-	if len(w) == 2 && w[0] == hello {
-		return
-	}
-	if len(w) > 1 && w[1] == "pause" {
-		f.onPause(w)
-		return
-	}
-	if len(w) > 1 && w[1] == "force" {
-		f.onForce(w)
-		return
-	}
-	if len(w) != 4 {
+	m, err := parseMessage(payload)
+	if err != nil {
 		f.rejected.Add(1)
 		return
 	}
-	f.mu.Lock()
-	c := f.circuits[w[0]]
-	f.mu.Unlock()
-	if c == nil {
-		return
-	}
-	ver, err1 := strconv.ParseInt(w[1], 10, 64)
-	s, err2 := strconv.ParseInt(w[2], 10, 64)
-	ms, err3 := strconv.ParseInt(w[3], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
-		f.rejected.Add(1)
-		return
-	}
-	if st, ok := c.readState(ver, s, ms); ok {
-		c.apply(st, time.Now())
-		c.show()
-	}
-}
-
-// onPause applies "<system> pause <ms>" from the channel: another pod's
-// upstream asked for a pause.
-func (f *Fleet) onPause(w []string) {
-	ms, err := strconv.ParseInt(w[len(w)-1], 10, 64)
-	if len(w) != 3 || err != nil {
-		f.rejected.Add(1)
-		return
-	}
-	f.mu.Lock()
-	q := f.quotas[w[0]]
-	f.mu.Unlock()
-	if q != nil {
-		q.readPause(ms, time.Now())
+	switch m.kind {
+	case helloMessage:
+	case pauseMessage:
+		f.mu.Lock()
+		q := f.quotas[m.system]
+		f.mu.Unlock()
+		if q != nil {
+			q.readPause(m.ms, time.Now())
+		}
+	case forceMessage:
+		f.onForce(m)
+	case stateMessage:
+		f.mu.Lock()
+		c := f.circuits[m.system]
+		f.mu.Unlock()
+		if c == nil {
+			return
+		}
+		if st, ok := c.readState(m.ver, m.s, m.ms); ok {
+			c.apply(st, time.Now())
+			c.show()
+		}
 	}
 }
 

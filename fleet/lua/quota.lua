@@ -1,0 +1,169 @@
+-- quota: records what a pod wants and grants it its share of a
+-- system's quota.
+--
+-- KEYS[1]: the quota hash, <base>:quota: one field per pod (its holder
+--   name) "d g a e": the rate it wanted, the rate granted to it, the rate
+--   it said it may still send at (its ack), when the entry expires (Redis
+--   ms); rates in micro-requests per second. The field "#" holds the
+--   fleet's totals "at held n f x" (see below).
+-- KEYS[2]: the pause, <base>:pause, its expiry the pause left.
+-- ARGV[1] holder: the pod's name;
+-- ARGV[2] limit: RATE_LIMIT, micro-requests per second;
+-- ARGV[3] demand: what the pod wants, micro-requests per second;
+-- ARGV[4] ack: the rate the pod may still send at;
+-- ARGV[5] cap: the most the pod takes;
+-- ARGV[6] life: the grant's life, ms;
+-- ARGV[7] longest pause: the longest pause the pod takes, ms;
+-- ARGV[8] lost cap: what a pod that finds its entry gone takes at most
+--   (limit / pods last seen);
+-- ARGV[9] period: how old the totals may be (the pod's tick), ms;
+-- ARGV[10] longest life: the longest grant life of any pod, ms;
+-- ARGV[11] most fields: the most fields the hash may hold.
+-- Returns {grant, live pods, pause ms left, rejected, capped, lost (0 or 1)}.
+--
+-- The share is the pod's max-min fair share of the limit over the
+-- demands of the live pods (each pod gets what it wants up to an equal
+-- split of what the others leave; when every pod has what it wants, the
+-- rest is split evenly), cut to what the other pods do not hold and to
+-- cap. A pod holds max(g, a). A pod that was sending (ack above 0) but
+-- has no entry finds the hash lost: it takes at most lost cap, and says
+-- so.
+--
+-- Its cost does not grow with the pods: the totals "at held n f x" say
+-- when they were counted (at), what the pods hold (held), the live pods
+-- (n), and the fair level (f 1: each pod gets at most x) or what every
+-- pod's demand leaves (f 0: each gets its demand and x / n). A pod's op
+-- reads its own entry and the totals, and moves held by the change of its
+-- own hold. Once the totals are period old, or do not read as such, or
+-- disagree with the pod's own entry, the op reads every entry (full) and
+-- counts them again: about once a tick of the fleet. The totals alone
+-- never grant a pod more than an even split of the limit (limit / pods,
+-- the pods counted as the larger of n and the entries, HLEN).
+--
+-- Input: an entry that is not four integers is deleted (rejected); one
+-- past its expiry is deleted; a rate above the limit or an expiry past
+-- now + longest life is cut (capped). A hash of more than most fields, or
+-- a key of another type, is none the fleet wrote: deleted whole (UNLINK,
+-- rejected) and read as lost, so that no op reads or deletes garbage
+-- field by field. A pause with no expiry is deleted (rejected), one past
+-- the longest pause cut to it (capped). The hash's expiry is set at each
+-- full count: twice the longest life.
+
+local rejected, capped = 0, 0
+local holder, L, d, a, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local life, bound, period, most = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local lost = 0
+local function entry(v)
+  if type(v) ~= 'string' then return nil end
+  local f1, f2, f3, f4 = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$')
+  local pd, pg, pa, pe = int(f1, M), int(f2, M), int(f3, M), int(f4, M)
+  if pd and pg and pa and pe then return pd, pg, pa, pe end
+  return nil
+end
+local size = redis.pcall('HLEN', KEYS[1])
+if type(size) ~= 'number' or size > tonumber(ARGV[11]) then
+  redis.call('UNLINK', KEYS[1])
+  rejected = rejected + 1
+  size = 0
+end
+local got = {false, false}
+if size > 0 then got = redis.call('HMGET', KEYS[1], holder, '#') end
+local mine, old = got[1], 0
+local od, og, oa = entry(mine)
+if od then old = math.max(math.min(og, L), math.min(oa, L)) end
+if not mine and a > 0 then
+  cap = math.min(cap, tonumber(ARGV[8]))
+  lost = 1
+end
+local at, held, n, f, x, tail, claimed
+if type(got[2]) == 'string' then
+  local g1, g2, g3, g4, g5
+  g1, g2, tail, g3, g4, g5 = string.match(got[2], '^(%d+) (%d+) ((%d+) ([01]) (%d+))$')
+  at, held, n, f, x = int(g1, M), int(g2, M), int(g3, 1048576), int(g4, 1), int(g5, M)
+  if not (at and held and n and f and x and n >= 1) then
+    at = nil
+    rejected = rejected + 1
+  elseif held < old then
+    at = nil
+    rejected = rejected + 1
+  else
+    claimed = held
+  end
+end
+local others, target, pods
+local fast = at and (od or not mine) and at <= now and now - at < period and held <= L
+if fast then
+  others, pods = held - old, n
+  if not mine then pods = n + 1 end
+  local entries = size - 1
+  if not mine then entries = entries + 1 end
+  pods = math.max(pods, entries)
+  if f == 1 then target = math.min(d, x) else target = d + x / n end
+  local even = L / pods
+  if math.min(target, L - others, cap) > even then
+    if d > even then fast = false else target = even end
+  end
+end
+if not fast then
+local all = {}
+if size > 0 then all = redis.call('HGETALL', KEYS[1]) end
+local wants, dead = {d}, {}
+others = 0
+for i = 1, #all, 2 do
+  local k = all[i]
+  if k ~= holder and k ~= '#' then
+    local pd, pg, pa, pe = entry(all[i + 1])
+    if not pd then
+      dead[#dead + 1] = k
+      rejected = rejected + 1
+    elseif pe <= now then
+      dead[#dead + 1] = k
+    else
+      if pd > L or pg > L or pa > L or pe > now + most then
+        pd, pg, pa, pe = math.min(pd, L), math.min(pg, L), math.min(pa, L), math.min(pe, now + most)
+        redis.call('HSET', KEYS[1], k, fmt(pd) .. ' ' .. fmt(pg) .. ' ' .. fmt(pa) .. ' ' .. fmt(pe))
+        capped = capped + 1
+      end
+      wants[#wants + 1] = pd
+      others = others + math.max(pg, pa)
+    end
+  end
+end
+hdel(KEYS[1], dead)
+if claimed and claimed < others + old then rejected = rejected + 1 end
+table.sort(wants)
+local left, level = L, nil
+n = #wants
+for i = 1, n do
+  local each = left / (n - i + 1)
+  if wants[i] > each then
+    level = each
+    break
+  end
+  left = left - wants[i]
+end
+if level then
+  target, f, x = math.min(d, level), 1, math.floor(level)
+else
+  target, f, x = d + left / n, 0, left
+end
+at, pods, tail = now, n, fmt(n) .. ' ' .. f .. ' ' .. fmt(x)
+redis.call('PEXPIRE', KEYS[1], 2 * most)
+end
+local g = math.max(0, math.floor(math.min(target, L - others, cap)))
+held = others + math.max(g, a)
+redis.call('HSET', KEYS[1], holder, ARGV[3] .. ' ' .. fmt(g) .. ' ' .. ARGV[4] .. ' ' .. fmt(now + life),
+  '#', fmt(at) .. ' ' .. fmt(held) .. ' ' .. tail)
+local pause = redis.call('PTTL', KEYS[2])
+if pause == -1 then
+  redis.call('DEL', KEYS[2])
+  rejected = rejected + 1
+  pause = 0
+elseif pause > bound then
+  redis.call('PEXPIRE', KEYS[2], bound)
+  capped = capped + 1
+  pause = bound
+elseif pause < 0 then
+  pause = 0
+end
+return {g, pods, pause, rejected, capped, lost}

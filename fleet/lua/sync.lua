@@ -1,0 +1,93 @@
+-- sync: adds a pod's counts to the window of the closed state, drops the
+-- buckets older than the window, and trips the state open when the
+-- fleet's totals break the rule; it reads the operator's override too.
+-- With zero counts it is the periodic read of the state. (breaker.lua
+-- comes first.)
+--
+-- KEYS[1]: the state hash; KEYS[2]: the override, <base>:force ("open"
+--   or "closed", its expiry the time left).
+-- ARGV[1..4]: base, channel, system, open (breaker.lua);
+-- ARGV[5] requests: the pod's requests since its last sync;
+-- ARGV[6] failures: the pod's failures since its last sync;
+-- ARGV[7] bucket: the window's bucket, ms;
+-- ARGV[8] buckets: the window's buckets;
+-- ARGV[9] min requests: BREAKER_MIN_REQUESTS;
+-- ARGV[10] ratio: the failure ratio that trips;
+-- ARGV[11] most force: the longest override, ms.
+-- Returns the state (breaker.lua), then the window's requests and
+-- failures, the override (0 none, 1 open, 2 closed) and its ms left.
+--
+-- The window of the closed state of version v is the hash <base>:win:<v>,
+-- one field per bucket (r<bucket>: requests, f<bucket>: failures). A
+-- field that is not that with a count, a bucket in the future, more
+-- failures than requests, is deleted (rejected); a window that is not a
+-- small hash is deleted whole. The window's expiry is set after its
+-- counts, so a window nobody writes to expires. An override that is not
+-- "open" or "closed", or a key of another type, is garbage; one with no
+-- expiry or past most force is cut to it.
+
+local R, F = 0, 0
+if s == 0 then
+  local win = base .. ':win:' .. fmt(v)
+  local req, fail = tonumber(ARGV[5]), tonumber(ARGV[6])
+  local bms, n = tonumber(ARGV[7]), tonumber(ARGV[8])
+  local b = math.floor(now / bms)
+  local all = small(win)
+  if not all then
+    garbage(win)
+    all = {}
+  end
+  local r, f, dead = {}, {}, {}
+  for i = 1, #all, 2 do
+    local k, x = all[i], int(all[i + 1], M)
+    local side, digits = string.match(k, '^([rf])([1-9]%d*)$')
+    local at = tonumber(digits)
+    if not x or not at or at > b then
+      dead[#dead + 1] = k
+      rejected = rejected + 1
+    elseif at <= b - n then
+      dead[#dead + 1] = k
+    elseif side == 'r' then
+      r[at] = x
+    else
+      f[at] = x
+    end
+  end
+  for at, x in pairs(f) do
+    if x > (r[at] or 0) then
+      dead[#dead + 1], dead[#dead + 2] = 'r' .. fmt(at), 'f' .. fmt(at)
+      rejected = rejected + 1
+      r[at], f[at] = nil, nil
+    end
+  end
+  hdel(win, dead)
+  for _, x in pairs(r) do R = R + x end
+  for _, x in pairs(f) do F = F + x end
+  if req > 0 then
+    local at = fmt(b)
+    redis.call('HINCRBY', win, 'r' .. at, req)
+    if fail > 0 then redis.call('HINCRBY', win, 'f' .. at, fail) end
+    redis.call('PEXPIRE', win, bms * (n + 1))
+    R, F = R + req, F + fail
+  end
+  if R > 0 and R >= tonumber(ARGV[9]) and F >= tonumber(ARGV[10]) * R then
+    redis.call('DEL', win)
+    set(after(), 1, now + open)
+  end
+end
+local fs, fms, most = 0, 0, tonumber(ARGV[11])
+local val = redis.pcall('GET', KEYS[2])
+if type(val) == 'table' then
+  garbage(KEYS[2])
+elseif val then
+  if val == 'open' then fs = 1 elseif val == 'closed' then fs = 2 else garbage(KEYS[2]) end
+  if fs > 0 then
+    fms = redis.call('PTTL', KEYS[2])
+    if fms < 0 or fms > most then
+      fms = most
+      redis.call('PEXPIRE', KEYS[2], fms)
+      capped = capped + 1
+    end
+  end
+end
+return reply(R, F, fs, fms)
