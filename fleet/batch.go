@@ -7,10 +7,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A round trip carries one script call per Redis master, whatever the
-// number of systems: the batch script (lua/batch.lua) runs, in order, the
-// ops of every system whose keys that master holds (one Redis: every
-// system). Its
+// A round trip is one pipeline, whatever the number of systems: per Redis
+// master, calls of the batch script (lua/batch.lua), each running in
+// order up to opsPerCall ops of the systems whose keys that master holds
+// (one Redis: every system). Its
 // ARGV hold, for each op, its name, its number of keys and of arguments,
 // its keys, then its arguments; it returns one reply per op, in order.
 //
@@ -46,15 +46,21 @@ type batch struct {
 	cmd *redis.Cmd
 }
 
-// send adds to pipe one call of the batch script per master for ops, in
-// order within each.
+// opsPerCall is the most ops one call of the batch script carries: Redis
+// runs a script alone, and every other client of that Redis waits for it,
+// so a round trip of many systems is several calls of at most this many
+// ops (about 20 commands inside Redis each), in one pipeline.
+const opsPerCall = 8
+
+// send adds to pipe the calls of the batch script for ops: per master, in
+// order, at most opsPerCall ops each.
 func (f *Fleet) send(ctx context.Context, pipe redis.Pipeliner, ops []*op) []*batch {
 	var out []*batch
 	byNode := map[string]*batch{}
 	for _, o := range ops {
 		node := f.nodeOf(ctx, o.keys[0])
 		b := byNode[node]
-		if b == nil {
+		if b == nil || len(b.ops) == opsPerCall {
 			b = &batch{}
 			byNode[node] = b
 			out = append(out, b)

@@ -203,8 +203,8 @@
 // line without a registry) writes <base>:force, the state open or closed
 // with the time left as its expiry (at most 24 hours: it ends by itself,
 // and survives a pod's restart), and publishes it; every pod applies the
-// message at once and reads the key with the state at least every
-// ReadInterval. Forced, on every call's path, is one atomic load. A
+// message at once and reads the key with the periodic read of every
+// state (every ReadInterval, or two ticks in a large fleet). Forced, on every call's path, is one atomic load. A
 // pod keeps the last override it knew while Redis fails, until it ends.
 // Every pod's observers (its log, its forced metric) are told of an
 // override it learns of from elsewhere, once per change.
@@ -259,13 +259,17 @@
 // not read: a fleet that upgrades starts from closed, with an empty
 // window, and the old keys expire or can be deleted.
 //
-// A round trip is one script call per Redis master, whatever the number
-// of systems (batch.go), and a system with nothing to say is left out.
+// A round trip is one pipeline, whatever the number of systems: per Redis
+// master, calls of the batch script of at most 8 ops each (batch.go), so
+// that no call holds Redis long; a system with nothing to say is left
+// out.
 // The tick follows the fleet's size (pace.go): FlushInterval up to 50
 // pods, growing with the pods to FlushInterval x 10 at 500, so that the
-// fleet's round trips stay about 250 a second. Measured: 50 systems,
-// breaker and quota, on 20 pods ticking as in a fleet of 1,000, 0.81 ms
-// of Redis CPU a second per pod busy (0.81 cores for 1,000 pods), 0.44
-// idle. docs/fleet-redis.md has the figures, the rights a Redis user
+// fleet's round trips stay about 250 a second. Measured
+// (BenchmarkRedisCost, 5 busy pods x 50 systems ticking as in a fleet of
+// 1,000, on a loaded 2-core machine): a script call runs 32 commands
+// inside Redis, down from 355 when one call carried every op; the Redis
+// CPU per pod is about what it was, 2.8 ms a second (2.8 cores for 1,000
+// pods), above the target of 1 ms. docs/fleet-redis.md has the figures, the rights a Redis user
 // needs and the failure modes.
 package fleet

@@ -17,8 +17,9 @@ import (
 // time to live is the time left: it ends by itself, and a pod that starts
 // meanwhile reads it. Every change is published on the fleet's channel as
 // "<system> force <open|closed|-> <ms left>" ("-": released), and every
-// pod reads the key back with the state (lua/sync.lua), at least every
-// Config.ReadInterval.
+// pod reads the key back with the periodic read of every state
+// (lua/sync.lua): every Config.ReadInterval, or two ticks in a large
+// fleet (pace.go).
 
 // forced is an override as this pod knows it.
 type forced struct {

@@ -120,7 +120,7 @@ func (rt *roundTrip) circuit(c *circuit, synced, read bool) {
 	if reqs > 0 || read {
 		rt.run(c, breakerOp{more: 4, apply: (*circuit).applyWindow}, syncCall{breakerArgs: rt.breaker(c),
 			requests: reqs, failures: fails, bucket: c.window / windowBuckets, buckets: windowBuckets,
-			minRequests: c.minRequests, ratio: c.ratio, mostForce: observe.MaxForce})
+			minRequests: c.minRequests, ratio: c.ratio, mostForce: observe.MaxForce, readForce: read})
 	}
 }
 
@@ -161,6 +161,9 @@ func (rt *roundTrip) quota(q *quota) {
 
 // checkLife is how long the key the check writes lives.
 const checkLife = 10 * time.Second
+
+// forceNotRead is the override of a sync that did not read it.
+const forceNotRead = -1
 
 // windowBuckets is the number of buckets of a fleet window
 // (lua/sync.lua).
@@ -292,7 +295,9 @@ func (c *circuit) applyState(st state, _ []int64, _ *roundTrip, now time.Time) {
 // window's requests and failures, and the operator's override.
 func (c *circuit) applyWindow(st state, more []int64, rt *roundTrip, now time.Time) {
 	c.applyState(st, nil, rt, now)
-	c.readForced(more[2], more[3], rt.sent, now)
+	if more[2] != forceNotRead {
+		c.readForced(more[2], more[3], rt.sent, now)
+	}
 	if reqs, fails, ok := c.readWindow(more); ok {
 		c.mu.Lock()
 		c.totals = [2]uint64{reqs, fails}

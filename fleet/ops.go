@@ -46,11 +46,12 @@ type syncCall struct {
 	minRequests        int
 	ratio              float64
 	mostForce          time.Duration
+	readForce          bool
 }
 
 func (s syncCall) call() (string, []string, []any) {
 	return "sync", []string{s.state(), s.base + ":force"}, s.args(s.requests, s.failures, ms(s.bucket), s.buckets,
-		s.minRequests, strconv.FormatFloat(s.ratio, 'g', -1, 64), ms(s.mostForce))
+		s.minRequests, strconv.FormatFloat(s.ratio, 'g', -1, 64), ms(s.mostForce), b2i(s.readForce))
 }
 
 // tripCall is lua/trip.lua.

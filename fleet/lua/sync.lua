@@ -13,16 +13,20 @@
 -- ARGV[8] buckets: the window's buckets;
 -- ARGV[9] min requests: BREAKER_MIN_REQUESTS;
 -- ARGV[10] ratio: the failure ratio that trips;
--- ARGV[11] most force: the longest override, ms.
+-- ARGV[11] most force: the longest override, ms;
+-- ARGV[12] read force: 1 to read the override, 0 not (it comes by
+--   message; the key is read with every periodic read of the state).
 -- Returns the state (breaker.lua), then the window's requests and
--- failures, the override (0 none, 1 open, 2 closed) and its ms left.
+-- failures, the override (0 none, 1 open, 2 closed, -1 not read) and its
+-- ms left.
 --
 -- The window of the closed state of version v is the hash <base>:win:<v>,
 -- one field per bucket (r<bucket>: requests, f<bucket>: failures). A
 -- field that is not that with a count, a bucket in the future, more
 -- failures than requests, is deleted (rejected); a window that is not a
 -- small hash is deleted whole. The window's expiry is set after its
--- counts, so a window nobody writes to expires. An override that is not
+-- counts, at a bucket's first count: a window nobody writes to expires
+-- once its last bucket has left the window. An override that is not
 -- "open" or "closed", or a key of another type, is garbage; one with no
 -- expiry or past most force is cut to it.
 
@@ -65,9 +69,10 @@ if s == 0 then
   for _, x in pairs(f) do F = F + x end
   if req > 0 then
     local at = fmt(b)
-    redis.call('HINCRBY', win, 'r' .. at, req)
+    if redis.call('HINCRBY', win, 'r' .. at, req) == req then
+      redis.call('PEXPIRE', win, bms * (n + 1))
+    end
     if fail > 0 then redis.call('HINCRBY', win, 'f' .. at, fail) end
-    redis.call('PEXPIRE', win, bms * (n + 1))
     R, F = R + req, F + fail
   end
   if R > 0 and R >= tonumber(ARGV[9]) and F >= tonumber(ARGV[10]) * R then
@@ -76,7 +81,12 @@ if s == 0 then
   end
 end
 local fs, fms, most = 0, 0, tonumber(ARGV[11])
-local val = redis.pcall('GET', KEYS[2])
+local val = false
+if ARGV[12] == '1' then
+  val = redis.pcall('GET', KEYS[2])
+else
+  fs = -1
+end
 if type(val) == 'table' then
   garbage(KEYS[2])
 elseif val then
