@@ -308,6 +308,10 @@ func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			// An SDK would retry an error; it stops on this response.
 			return p.c.refusal(req, e, reason), nil
 		}
+		if p.c.gaveUpWith(req, e) {
+			// One retry layer: the SDK would start over on an error.
+			return p.c.gaveUp(req, e), nil
+		}
 		// net/http wraps it in a *url.Error that names the method and
 		// the URL: the *Error need not say them twice. A copy, since the
 		// observers may hold the original.
@@ -316,6 +320,17 @@ func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, &quiet
 	}
 	return resp, err
+}
+
+// gaveUpWith reports whether e ended a call the retry stage retried and
+// gave up on with an error: the system retries, req was safe to replay,
+// an attempt was sent, and e's op is one a retry may cure (a timeout of
+// a phase, a transport error) or CALL_TIMEOUT. A request that was not
+// replayable keeps the SDK's own judgement.
+func (c *Client) gaveUpWith(req *http.Request, e *Error) bool {
+	p := c.policy(req)
+	return p.cfg.Retries > 0 && e.Attempts > 0 && (e.Op.Retryable() || e.Op == observe.OpCallTimeout) &&
+		replayable(req, p.idempotent)
 }
 
 // gaveUpOn reports whether resp is an error status the retry stage
