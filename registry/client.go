@@ -252,9 +252,11 @@ func (c *Client) BaseURL() *url.URL { u := *c.base; return &u }
 // It speaks to SDKs, which retry errors with their own backoff: a refusal
 // (breaker, bulkhead, rate limit, spent budget) is a made-up 503 that
 // tells them not to retry ([RefusedHeader], [Refusal]), and so is an
-// error status outbound retried and gave up on. Its other errors are
-// *url.Error wrapping an [*Error]; every URL the pipeline adds (BASE_URL,
-// redirects) is redacted (docs/sdk.md).
+// error status outbound retried and gave up on; a replayable call it
+// retried and gave up on with an error (a timeout, a transport error) is
+// a made-up 504 or 502 that says so ([GaveUpHeader], [GaveUp]). Its other
+// errors are *url.Error wrapping an [*Error]; every URL the pipeline adds
+// (BASE_URL, redirects) is redacted (docs/sdk.md).
 //
 // Each call returns a new *http.Client sharing the pipeline, so that a
 // library that sets its Timeout or wraps its Transport changes only its
