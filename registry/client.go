@@ -327,11 +327,13 @@ func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 // gaveUpWith reports whether e ended a call the retry stage retried and
 // gave up on with an error: the system retries, req was safe to replay,
 // an attempt was sent, and e's op is one a retry may cure (a timeout of
-// a phase, a transport error) or CALL_TIMEOUT. A request that was not
-// replayable keeps the SDK's own judgement.
+// a phase, a transport error), or CALL_TIMEOUT once a retry was sent (a
+// CALL_TIMEOUT that ends the first attempt, or a redirect hop, is no
+// decision of the retry stage). A request that was not replayable keeps
+// the SDK's own judgement.
 func (c *Client) gaveUpWith(req *http.Request, e *Error) bool {
 	p := c.policy(req)
-	return p.cfg.Retries > 0 && e.Attempts > 0 && (e.Op.Retryable() || e.Op == observe.OpCallTimeout) &&
+	return p.cfg.Retries > 0 && e.Attempts > 0 && (e.Op.Retryable() || e.Op == observe.OpCallTimeout && e.Attempts > 1) &&
 		replayable(req, p.idempotent)
 }
 

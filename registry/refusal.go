@@ -89,8 +89,8 @@ func Refusal(h http.Header) error {
 // GaveUpHeader marks a response that [Client.HTTPClient] made for a
 // replayable call outbound retried and gave up on with an error rather
 // than a status (a timeout of a phase, a transport error such as a reset
-// or a refused connection, CALL_TIMEOUT): 504 Gateway Timeout for a
-// timeout, 502 Bad Gateway otherwise, with X-Should-Retry and
+// or a refused connection, CALL_TIMEOUT after a retry): 504 Gateway
+// Timeout for a timeout, 502 Bad Gateway otherwise, with X-Should-Retry and
 // Stripe-Should-Retry "false" so that the SDK does not start over. Its
 // value is the op of the last attempt ("read timeout", "connect"),
 // X-Outbound-Attempts the attempts sent, X-Outbound-System the system,
