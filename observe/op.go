@@ -153,6 +153,16 @@ func OpOfReason(reason string) (Op, bool) {
 	return 0, false
 }
 
+// OpOfName returns the op named name: the inverse of [Op.String].
+func OpOfName(name string) (Op, bool) {
+	for op := range numOps {
+		if name != "" && ops[op].name == name {
+			return op, true
+		}
+	}
+	return 0, false
+}
+
 func (op Op) row() *opRow {
 	if op < numOps {
 		return &ops[op]

@@ -60,6 +60,8 @@ func (b *permitBody[T]) Read(p []byte) (int, error) {
 		// may mark a response refused.
 		delete(b.resp.Trailer, refusal.Header)
 		delete(b.resp.Trailer, refusal.SystemHeader)
+		delete(b.resp.Trailer, refusal.GaveUpHeader)
+		delete(b.resp.Trailer, refusal.AttemptsHeader)
 		// The permit goes back at EOF, but the context is cancelled only
 		// at Close: cancelling now would not lose data, yet Close is what
 		// returns the connection to the pool.

@@ -247,9 +247,11 @@ func (c *Client) BaseURL() *url.URL { u := *c.base; return &u }
 // It speaks to SDKs, which retry errors with their own backoff: a refusal
 // (breaker, bulkhead, rate limit, spent budget) is a made-up 503 that
 // tells them not to retry ([RefusedHeader], [Refusal]), and so is an
-// error status outbound retried and gave up on. Its other errors are
-// *url.Error wrapping an [*Error]; every URL the pipeline adds (BASE_URL,
-// redirects) is redacted (docs/sdk.md).
+// error status outbound retried and gave up on; a replayable call it
+// retried and gave up on with an error (a timeout, a transport error) is
+// a made-up 504 or 502 that says so ([GaveUpHeader], [GaveUp]). Its other
+// errors are *url.Error wrapping an [*Error]; every URL the pipeline adds
+// (BASE_URL, redirects) is redacted (docs/sdk.md).
 //
 // Each call returns a new *http.Client sharing the pipeline, so that a
 // library that sets its Timeout or wraps its Transport changes only its
@@ -303,6 +305,10 @@ func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			// An SDK would retry an error; it stops on this response.
 			return p.c.refusal(req, e, reason), nil
 		}
+		if p.c.gaveUpWith(req, e) {
+			// One retry layer: the SDK would start over on an error.
+			return p.c.gaveUp(req, e), nil
+		}
 		// net/http wraps it in a *url.Error that names the method and
 		// the URL: the *Error need not say them twice. A copy, since the
 		// observers may hold the original.
@@ -311,6 +317,19 @@ func (p pipelineTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return nil, &quiet
 	}
 	return resp, err
+}
+
+// gaveUpWith reports whether e ended a call the retry stage retried and
+// gave up on with an error: the system retries, req was safe to replay,
+// an attempt was sent, and e's op is one a retry may cure (a timeout of
+// a phase, a transport error), or CALL_TIMEOUT once a retry was sent (a
+// CALL_TIMEOUT that ends the first attempt, or a redirect hop, is no
+// decision of the retry stage). A request that was not replayable keeps
+// the SDK's own judgement.
+func (c *Client) gaveUpWith(req *http.Request, e *Error) bool {
+	p := c.policy(req)
+	return p.cfg.Retries > 0 && e.Attempts > 0 && (e.Op.Retryable() || e.Op == observe.OpCallTimeout && e.Attempts > 1) &&
+		replayable(req, p.idempotent)
 }
 
 // gaveUpOn reports whether resp is an error status the retry stage

@@ -54,7 +54,10 @@
 // [Client.Do] returns an [*Error] naming the system, the stage and the
 // cause; HTTPClient().Do a *url.Error wrapping one. Both are redacted.
 // HTTPClient answers refusals with a made-up 503 that SDKs do not retry
-// instead ([RefusedHeader], [Refusal]).
+// instead ([RefusedHeader], [Refusal]), and a replayable call it retried
+// and gave up on with an error (a timeout, a transport error) with a
+// made-up 504 or 502 that they do not retry either ([GaveUpHeader],
+// [GaveUp]).
 //
 // As with http.Client, 4xx and 5xx responses are responses, not errors:
 // when retries run out on a status, or the breaker would refuse the retry

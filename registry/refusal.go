@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -83,4 +84,43 @@ func Refusal(h http.Header) error {
 		return nil
 	}
 	return &Error{System: h.Get(refusedSystemHeader), Op: op, Err: refusal.Cause(op)}
+}
+
+// GaveUpHeader marks a response that [Client.HTTPClient] made for a
+// replayable call outbound retried and gave up on with an error rather
+// than a status (a timeout of a phase, a transport error such as a reset
+// or a refused connection, CALL_TIMEOUT after a retry): 504 Gateway
+// Timeout for a timeout, 502 Bad Gateway otherwise, with X-Should-Retry and
+// Stripe-Should-Retry "false" so that the SDK does not start over. Its
+// value is the op of the last attempt ("read timeout", "connect"),
+// X-Outbound-Attempts the attempts sent, X-Outbound-System the system,
+// and the body the common error envelope (type "outbound_gave_up", code
+// the op with "_" for spaces). Like [RefusedHeader] it is removed from
+// every upstream response. [Client.Do] returns the [*Error] instead.
+const GaveUpHeader = refusal.GaveUpHeader
+
+// errGaveUp is the cause of the error [GaveUp] reads back: the error
+// itself stayed in the registry (its observers and logs saw it).
+var errGaveUp = errors.New("gave up after its retries")
+
+// gaveUp is HTTPClient's answer to a replayable call that e ended after
+// the retry stage gave up (see [GaveUpHeader]).
+func (c *Client) gaveUp(req *http.Request, e *Error) *http.Response {
+	return refusal.GaveUp(req, refusal.Ended{System: c.name, Op: e.Op, Attempts: e.Attempts, Message: e.Error()})
+}
+
+// GaveUp returns the error of a call that [Client.HTTPClient] gave up on
+// after its retries and answered with a made-up 502 or 504 (see
+// [GaveUpHeader]), from that response's header, or nil for any other
+// response: an [*Error] naming the system, the op of the last attempt
+// (a timeout matches context.DeadlineExceeded only for CALL_TIMEOUT, as
+// from Do) and the attempts sent. Use it on the header an SDK keeps in its
+// API error, as with [Refusal].
+func GaveUp(h http.Header) error {
+	op, ok := observe.OpOfName(h.Get(GaveUpHeader))
+	if !ok {
+		return nil
+	}
+	n, _ := strconv.Atoi(h.Get(refusal.AttemptsHeader))
+	return &Error{System: h.Get(refusedSystemHeader), Op: op, Attempts: max(n, 0), Err: errGaveUp}
 }

@@ -3,12 +3,15 @@ package registry
 import (
 	"errors"
 	"net/http"
+
+	"github.com/outbound-go/outbound/internal/refusal"
 )
 
 // transportStage sends an attempt on the system's own transport (maybe
 // wrapped for tracing), and names the phase of its error (op). A
 // response never keeps the headers that mark a refusal: only the
-// pipeline may say a call was refused (RefusedHeader). It is the last
+// pipeline may say a call was refused or given up on (RefusedHeader,
+// GaveUpHeader). It is the last
 // stage of every chain.
 type transportStage struct {
 	rt http.RoundTripper
@@ -34,6 +37,10 @@ func (s *transportStage) send(a *attempt) {
 	if _, forged := resp.Header[RefusedHeader]; forged {
 		delete(resp.Header, RefusedHeader)
 		delete(resp.Header, refusedSystemHeader)
+	}
+	if _, forged := resp.Header[GaveUpHeader]; forged {
+		delete(resp.Header, GaveUpHeader)
+		delete(resp.Header, refusal.AttemptsHeader)
 	}
 	a.resp = resp
 }

@@ -10,8 +10,11 @@
 //   - OMIT_TIME_BUDGET is true by default: a third party has no use for
 //     X-Time-Budget;
 //   - a refusal (breaker open, bulkhead full, budget spent) reaches the SDK
-//     as a 503 it does not retry, and registry.Refusal reads it back from the
-//     SDK's error.
+//     as a 503 it does not retry, and Refusal reads it back from the SDK's
+//     error;
+//   - a replayable call that outbound retried and gave up on with an error
+//     (a read timeout, a reset) reaches the SDK as a 504 or 502 it does not
+//     retry, and GaveUp reads the cause back from the SDK's error.
 //
 // It is a module of its own, so that the core never requires the SDKs.
 package sdk

@@ -3,6 +3,7 @@ package sdk
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -72,6 +73,29 @@ func Refusal(err error) error {
 		return registry.Refusal(http.Header{
 			registry.RefusedHeader: {string(se.Code)},
 			"X-Outbound-System":    {Stripe.Name},
+		})
+	}
+	return nil
+}
+
+// GaveUp returns outbound's decision to give up, carried by an SDK's
+// error, on a replayable call it retried and that ended with an error
+// rather than a status (a read timeout, a reset, a refused connection;
+// see registry.GaveUp): the *registry.Error naming the system and the op
+// of the last attempt, or nil when err is not one. openai-go keeps the
+// response, which also says the attempts sent; stripe-go keeps only the
+// body, whose error type is "outbound_gave_up" and code the op ("_" for
+// spaces: "read_timeout").
+func GaveUp(err error) error {
+	var oe *openai.Error
+	if errors.As(err, &oe) && oe.Response != nil {
+		return registry.GaveUp(oe.Response.Header)
+	}
+	var se *stripe.Error
+	if errors.As(err, &se) && se.Type == "outbound_gave_up" {
+		return registry.GaveUp(http.Header{
+			registry.GaveUpHeader: {strings.ReplaceAll(string(se.Code), "_", " ")},
+			"X-Outbound-System":   {Stripe.Name},
 		})
 	}
 	return nil

@@ -134,39 +134,59 @@ func TestSDKsHappyPath(t *testing.T) {
 	}
 }
 
-// TestOneRetryLayerInAnOutage checks that in an outage (always a
-// plain-text 503) an SDK call costs 1 + RETRIES upstream requests, with
-// the SDK's own retries off and with them at their defaults: once
-// outbound has retried and given up, its answer tells the SDK not to
-// retry (X-Should-Retry, Stripe-Should-Retry, and a body stripe-go reads
-// as its own error). Both layers at their defaults used to send 9.
+// TestOneRetryLayerInAnOutage checks that in an outage (a plain-text
+// 503, an upstream that answers after READ_TIMEOUT, a reset connection)
+// an SDK call costs 1 + RETRIES upstream requests, with the SDK's own
+// retries off and with them at their defaults: once outbound has retried
+// and given up, its answer tells the SDK not to retry (X-Should-Retry,
+// Stripe-Should-Retry, and a body stripe-go reads as its own error), and
+// for an error that answer is a response, whose cause sdk.GaveUp reads.
+// Both layers at their defaults used to send 9.
 func TestOneRetryLayerInAnOutage(t *testing.T) {
 	t.Parallel()
-	for _, which := range []string{"stripe", "openai"} {
-		for _, both := range []bool{false, true} {
-			name := which + "/SDK retries off"
-			if both {
-				name = which + "/SDK retries at their defaults"
+	for _, o := range []struct {
+		name string
+		h    http.Handler
+		op   string // the op sdk.GaveUp names; "" for a status
+	}{
+		{"503", outage, ""},
+		{"read timeout", hang, "read timeout"},
+		{"reset", outboundtest.Reset(), "transport"},
+	} {
+		for _, which := range []string{"stripe", "openai"} {
+			for _, both := range []bool{false, true} {
+				name := o.name + "/" + which + "/SDK retries off"
+				if both {
+					name = o.name + "/" + which + "/SDK retries at their defaults"
+				}
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					up := outboundtest.NewUpstream(t, o.h)
+					s := newSDKs(t, up, both, "RETRIES", "2", "CONNECT_TIMEOUT", "100ms", "TLS_HANDSHAKE_TIMEOUT", "100ms",
+						"READ_TIMEOUT", "200ms", "CALL_TIMEOUT", "5s")
+					start := time.Now()
+					err := s.call(bounded(t), which)
+					took := time.Since(start)
+					if err == nil {
+						t.Fatal("an outage gave no error")
+					}
+					hits := up.Requests()
+					t.Logf("%d upstream requests in %v: %v", hits, took.Round(time.Millisecond), err)
+					if hits != 3 {
+						t.Errorf("%d upstream requests, want 1 + RETRIES = 3", hits)
+					}
+					var e *registry.Error
+					if gu := sdk.GaveUp(err); o.op != "" && (!errors.As(gu, &e) || e.Op.String() != o.op || e.System != which) {
+						t.Errorf("sdk.GaveUp(%v) = %v, want outbound's giving up on %s of %s", err, gu, o.op, which)
+					}
+				})
 			}
-			t.Run(name, func(t *testing.T) {
-				t.Parallel()
-				up := outboundtest.NewUpstream(t, outage)
-				s := newSDKs(t, up, both, "RETRIES", "2")
-				start := time.Now()
-				err := s.call(bounded(t), which)
-				took := time.Since(start)
-				if err == nil {
-					t.Fatal("an outage gave no error")
-				}
-				hits := up.Requests()
-				t.Logf("%d upstream requests in %v: %v", hits, took.Round(time.Millisecond), err)
-				if hits != 3 {
-					t.Errorf("%d upstream requests, want 1 + RETRIES = 3", hits)
-				}
-			})
 		}
 	}
 }
+
+// hang answers after the client has gone: a read timeout.
+var hang = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 
 // Row "breaker open through the SDK": with the breaker open, an SDK call
 // ends at once even with the SDK's retries at their defaults: one breaker

@@ -19,10 +19,14 @@ import (
 	"github.com/outbound-go/outbound/observe"
 )
 
-// The headers that mark a refusal: the reason, and the system.
+// The headers that mark a refusal: the reason, and the system; and those
+// that mark a call given up on with an error: the op, and the attempts
+// sent.
 const (
-	Header       = "X-Outbound-Refused"
-	SystemHeader = "X-Outbound-System"
+	Header         = "X-Outbound-Refused"
+	SystemHeader   = "X-Outbound-System"
+	GaveUpHeader   = "X-Outbound-Gave-Up"
+	AttemptsHeader = "X-Outbound-Attempts"
 )
 
 // Reason is what a refusal response says: the system, the reason
@@ -63,11 +67,6 @@ func Response(req *http.Request, r Reason) *http.Response {
 	h[SystemHeader] = []string{r.System}
 	if r.RetryAfter != "" {
 		h["Retry-After"] = []string{r.RetryAfter}
-	}
-	type apiError struct {
-		Type    string `json:"type"`
-		Code    string `json:"code"`
-		Message string `json:"message"`
 	}
 	b, _ := json.Marshal(struct {
 		Type   string   `json:"type"`
@@ -115,11 +114,6 @@ func Final(resp *http.Response) {
 	}
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, maxFinalBody))
 	_ = resp.Body.Close()
-	type apiError struct {
-		Type    string `json:"type"`
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}
 	b, _ := json.Marshal(struct {
 		Error apiError `json:"error"`
 	}{apiError{"outbound_gave_up", "status_" + strconv.Itoa(resp.StatusCode), strings.TrimSpace(string(head))}})
@@ -130,6 +124,68 @@ func Final(resp *http.Response) {
 	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
 	resp.Header.Del("Content-Encoding")
 	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+}
+
+// Ended is what a call given up on with an error says: the system, the
+// op that ended its last attempt, the attempts sent, the error's text.
+type Ended struct {
+	System   string
+	Op       observe.Op
+	Attempts int
+	Message  string
+}
+
+// GaveUp is the answer to req, a replayable call that the registry
+// retried and gave up on with an error (a timeout, a transport error):
+// 504 Gateway Timeout for a timeout, 502 Bad Gateway otherwise, with
+//
+//	X-Should-Retry: false
+//	Stripe-Should-Retry: false
+//	X-Outbound-Gave-Up: <op>          ("read timeout", "connect", ...)
+//	X-Outbound-Attempts: <attempts>
+//	X-Outbound-System: <system>
+//	Content-Type: application/json
+//
+// and the common error envelope, which every SDK family reads as its own
+// error and stops on
+//
+//	{"error":{"type":"outbound_gave_up","code":<op, "_" for " ">,"message":<message>}}
+func GaveUp(req *http.Request, e Ended) *http.Response {
+	status := http.StatusBadGateway
+	if e.Op.Timeout() {
+		status = http.StatusGatewayTimeout
+	}
+	b, _ := json.Marshal(struct {
+		Error apiError `json:"error"`
+	}{apiError{"outbound_gave_up", Code(e.Op), e.Message}})
+	h := make(http.Header, 8)
+	h["Content-Type"] = []string{"application/json"}
+	h["X-Should-Retry"] = []string{"false"}
+	h["Stripe-Should-Retry"] = []string{"false"}
+	h[GaveUpHeader] = []string{e.Op.String()}
+	h[AttemptsHeader] = []string{strconv.Itoa(e.Attempts)}
+	h[SystemHeader] = []string{e.System}
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	return &http.Response{
+		Status:     strconv.Itoa(status) + " " + http.StatusText(status),
+		StatusCode: status,
+		Proto:      "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header:        h,
+		Body:          io.NopCloser(bytes.NewReader(b)),
+		ContentLength: int64(len(b)),
+		Request:       req,
+	}
+}
+
+// Code is the error code of a call given up on with op in the envelope:
+// the op's name with "_" for each space ("read_timeout").
+func Code(op observe.Op) string { return strings.ReplaceAll(op.String(), " ", "_") }
+
+// apiError is the common error envelope's "error" member.
+type apiError struct {
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // Cause is the cause of a refusal by op, as the refusing stage gives it:
