@@ -724,12 +724,12 @@ func TestBreakerOpensWhenBudgetsCutAHungUpstream(t *testing.T) {
 // the Circuit its function returns, and no quota.
 type circuitFleet func(system string, settings config.Client, local Circuit) (Circuit, error)
 
-func (f circuitFleet) Circuit(system string, settings config.Client, local Circuit) (Circuit, error) {
-	return f(system, settings, local)
+func (f circuitFleet) Circuit(sys FleetSystem, local Circuit) (Circuit, error) {
+	return f(sys.Name, sys.Settings, local)
 }
 
-func (f circuitFleet) Quota(system string, _ config.Client, _ Quota) (Quota, error) {
-	return nil, errors.New("no quota in this fleet: " + system)
+func (f circuitFleet) Quota(sys FleetSystem, _ Quota) (Quota, error) {
+	return nil, errors.New("no quota in this fleet: " + sys.Name)
 }
 
 // useCircuit puts cb in the place of c's breaker, and rebuilds the
