@@ -324,11 +324,14 @@ type seam struct{ f *Fleet }
 // Circuit makes local, the registry's breaker of sys, a fleet breaker.
 func (s seam) Circuit(sys registry.FleetSystem, local registry.Circuit) (registry.Circuit, error) {
 	s.f.useLogger(sys.Logger)
+	if sys.Judge == nil {
+		return nil, fmt.Errorf("fleet: system %q: the registry gave no Judge", sys.Name)
+	}
 	c := sys.Settings
 	return s.f.add(settings{
 		system: sys.Name, minRequests: c.BreakerMinRequests, ratio: c.BreakerFailureRatio, window: c.BreakerWindow,
 		openTimeout: c.BreakerOpenTimeout, probes: c.BreakerHalfOpenProbes, callTimeout: c.CallTimeout,
-	}, local, registry.Judge)
+	}, local, sys.Judge)
 }
 
 // Quota gives the system its share of the fleet's quota, in place of

@@ -15,6 +15,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
@@ -425,7 +426,7 @@ type countingCircuit struct {
 func (c *countingCircuit) Execute(send func() (*http.Response, error)) (*http.Response, error) {
 	resp, err := c.local.Execute(send)
 	c.mu.Lock()
-	c.seen[Judge(err)]++
+	c.seen[breaker.Judge(err)]++
 	c.mu.Unlock()
 	return resp, err
 }

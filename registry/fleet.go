@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -37,6 +38,12 @@ type FleetSystem struct {
 	// none. A fleet without a logger of its own logs through it (its
 	// Redis lost and back), so that a service wires one logger.
 	Logger *slog.Logger
+	// Judge says how the breaker stage counts err, the error that the
+	// send function given to [Circuit.Execute] returned (and Execute
+	// passes on). The system's own breaker counts with it; a Circuit
+	// standing in for it counts with it too, so that both agree. It does
+	// not allocate.
+	Judge func(err error) observe.Verdict
 }
 
 // WithFleet installs the fleet f. Systems at scope local keep their own
@@ -95,7 +102,7 @@ func (o *options) fleetQuota(l config.Loaded, local Quota) (Quota, error) {
 
 // fleetSystem is what the fleet is told of l.
 func (o *options) fleetSystem(l config.Loaded) FleetSystem {
-	return FleetSystem{Name: l.Name, Settings: l.Client, Logger: o.logger}
+	return FleetSystem{Name: l.Name, Settings: l.Client, Logger: o.logger, Judge: breaker.Judge}
 }
 
 func noFleet(variable string) error {
