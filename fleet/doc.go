@@ -57,8 +57,10 @@
 //     degraded (every breaker local) until a round trip succeeds; a state
 //     Redis lost (a restart came back empty) is written back from the
 //     pods' view. [Fleet.Sync] says which, since when, and the last error
-//     (password redacted); Config.Logger is told once per change, and
-//     reminded once a minute while degraded. go-redis's own log of failed
+//     (password redacted); the fleet's logger is told once per change,
+//     and reminded once a minute while degraded: Config.Logger, or else
+//     the logger of the registry it serves (registry.WithLogger, handed
+//     over in registry.FleetSystem), so a service wires one logger. go-redis's own log of failed
 //     dials never reaches the standard error.
 //
 // # What a pod believes

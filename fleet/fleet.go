@@ -49,8 +49,10 @@ type Config struct {
 	Timeout time.Duration
 	// Logger is told when the fleet loses sync with Redis (with the
 	// cause), when it is back, and once a minute while it stays degraded:
-	// never a record per failed round trip. Nil: nothing is logged; Sync
-	// and the registry's Status say it all. go-redis's own log (a failed
+	// never a record per failed round trip. Nil: the fleet logs through
+	// the logger of the registry it serves (registry.WithLogger), so that
+	// a service wires one logger; with neither, nothing is logged, and
+	// Sync and the registry's Status say it all. go-redis's own log (a failed
 	// dial) never reaches the process's standard error.
 	Logger *slog.Logger
 
@@ -63,10 +65,10 @@ type Config struct {
 // it. A Fleet is safe for concurrent use; Close stops both goroutines.
 type Fleet struct {
 	cfg     Config
-	log     *slog.Logger          // nil: silent
-	url     string                // RedisURL redacted
-	rdb     redis.UniversalClient // a *redis.Client, or a *redis.ClusterClient
-	batch   *redis.Script         // the batch script for rdb (batch.go)
+	log     atomic.Pointer[slog.Logger] // Config.Logger, else the registry's (useLogger); nil: silent
+	url     string                      // RedisURL redacted
+	rdb     redis.UniversalClient       // a *redis.Client, or a *redis.ClusterClient
+	batch   *redis.Script               // the batch script for rdb (batch.go)
 	ps      *redis.PubSub
 	channel string
 	prefix  string // of the keys of no system: outbound:fleet:<namespace>
@@ -123,7 +125,6 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 	rand.Read(id[:])
 	f := &Fleet{
 		cfg:      cfg,
-		log:      cfg.Logger,
 		url:      redactedURL(cfg),
 		rdb:      rdb,
 		batch:    batchScript,
@@ -136,6 +137,7 @@ func New(ctx context.Context, cfg Config) (*Fleet, error) {
 		quotas:   map[string]*quota{},
 		since:    time.Now(),
 	}
+	f.log.Store(cfg.Logger)
 	if _, ok := rdb.(*redis.ClusterClient); ok {
 		f.batch = clusterBatchScript
 	}
@@ -320,21 +322,28 @@ func (f *Fleet) Option() registry.Option {
 // seam is the fleet as the registry sees it (registry.Fleet).
 type seam struct{ f *Fleet }
 
-func (s seam) Circuit(system string, c config.Client, local registry.Circuit) (registry.Circuit, error) {
+// Circuit makes local, the registry's breaker of sys, a fleet breaker.
+func (s seam) Circuit(sys registry.FleetSystem, local registry.Circuit) (registry.Circuit, error) {
+	s.f.useLogger(sys.Logger)
+	if sys.Judge == nil {
+		return nil, fmt.Errorf("fleet: system %q: the registry gave no Judge", sys.Name)
+	}
+	c := sys.Settings
 	return s.f.add(settings{
-		system: system, minRequests: c.BreakerMinRequests, ratio: c.BreakerFailureRatio, window: c.BreakerWindow,
+		system: sys.Name, minRequests: c.BreakerMinRequests, ratio: c.BreakerFailureRatio, window: c.BreakerWindow,
 		openTimeout: c.BreakerOpenTimeout, probes: c.BreakerHalfOpenProbes, callTimeout: c.CallTimeout,
-	}, local, registry.Judge)
+	}, local, sys.Judge)
 }
 
 // Quota gives the system its share of the fleet's quota, in place of
 // local (the registry's own token bucket, unused at scope fleet).
-func (s seam) Quota(system string, c config.Client, _ registry.Quota) (registry.Quota, error) {
-	r := c.Rate()
+func (s seam) Quota(sys registry.FleetSystem, _ registry.Quota) (registry.Quota, error) {
+	s.f.useLogger(sys.Logger)
+	r := sys.Settings.Rate()
 	if !r.Limited() {
-		return nil, fmt.Errorf("fleet: system %q: %w", system, errNoRate)
+		return nil, fmt.Errorf("fleet: system %q: %w", sys.Name, errNoRate)
 	}
-	return s.f.addQuota(system, r, min(c.CallTimeout, maxPause))
+	return s.f.addQuota(sys.Name, r, min(sys.Settings.CallTimeout, maxPause))
 }
 
 // add makes local, the registry's breaker of system, a fleet breaker.

@@ -146,3 +146,56 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestFleetLogsThroughTheRegistrysLogger: a fleet built without a logger
+// serves a registry built with one. The fleet's Redis lost and back are
+// told in the registry's logger, once each, with the cause; so is a Redis already down when the registry is
+// built.
+func TestFleetLogsThroughTheRegistrysLogger(t *testing.T) {
+	for _, downFirst := range []bool{false, true} {
+		name := map[bool]string{false: "lost-while-serving", true: "down-before-the-registry"}[downFirst]
+		t.Run(name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			url := srv.URL()
+			f, err := fleet.New(context.Background(), fleet.Config{RedisURL: url, Namespace: "onelog"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { f.Close() })
+			if downFirst {
+				srv.Kill()
+				waitFor(t, 2*time.Second, "Redis's loss seen", func() bool { return f.Sync().LastError != "" })
+			}
+			var buf syncBuffer
+			registrytest.New(t, map[string]string{
+				"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": "http://127.0.0.1:1", "PAYMENTS_BREAKER_SCOPE": "fleet",
+				"OUTBOUND_FLEET_REDIS_URL": url, "OUTBOUND_FLEET_NAMESPACE": "onelog",
+			}, registrytest.With(f.Option(), registry.WithLogger(slog.New(slog.NewTextHandler(&buf, nil)))))
+			if !downFirst {
+				waitFor(t, 2*time.Second, "in sync", func() bool { return f.Sync().Synced })
+				srv.Kill()
+			}
+			waitFor(t, 3*time.Second, "the loss in the registry's log", func() bool { return strings.Contains(buf.String(), "out of sync") })
+			srv.Restart()
+			waitFor(t, 3*time.Second, "the return in the registry's log", func() bool { return strings.Contains(buf.String(), "in sync with Redis again") })
+			s := buf.String()
+			t.Logf("the registry's log:\n%s", s)
+			// Each change once: lost (with its cause), back, and so on (a
+			// busy machine may add a short episode of its own).
+			state := "back"
+			for line := range strings.Lines(s) {
+				switch {
+				case strings.Contains(line, "fleet: out of sync") && state == "back" && strings.Contains(line, "error="):
+					state = "lost"
+				case strings.Contains(line, "fleet: in sync with Redis again") && state == "lost":
+					state = "back"
+				default:
+					t.Errorf("a record %q after the fleet was %s; want each change once, a loss with its cause", line, state)
+				}
+			}
+			if state != "back" {
+				t.Errorf("the registry's log ends with the fleet %s, want back", state)
+			}
+		})
+	}
+}

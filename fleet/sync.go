@@ -7,10 +7,13 @@ import (
 
 // This file keeps the fleet's sync state: in sync (the breakers at scope
 // fleet share evidence and state) or degraded (each decides alone), and
-// tells Config.Logger of its changes: one record when the fleet loses
+// tells its logger (Config.Logger, or the registry's) of its changes: one record when the fleet loses
 // sync (degraded, with the cause), one when it is back, and a reminder
 // every remindEvery while it stays degraded, however many round trips
 // fail in between.
+
+// msgDegraded is the record of a fleet that lost sync.
+const msgDegraded = "fleet: out of sync with Redis; breakers at scope fleet decide alone"
 
 // remindEvery is how often a degraded fleet says so again in the log.
 const remindEvery = time.Minute
@@ -24,14 +27,36 @@ func (f *Fleet) fail(err error) {
 	}
 	f.synced.Store(false)
 	f.lastErr = f.clean(err)
-	tell := !f.toldDegraded && !f.closed
+	log := f.log.Load()
+	tell := !f.toldDegraded && !f.closed && log != nil
 	if tell {
 		f.toldDegraded, f.toldAt = true, now
 	}
 	cause := f.lastErr
 	f.mu.Unlock()
-	if tell && f.log != nil {
-		f.log.Warn("fleet: out of sync with Redis; breakers at scope fleet decide alone",
+	if tell {
+		log.Warn(msgDegraded,
+			slog.String("redis", f.url), slog.String("error", cause))
+	}
+}
+
+// useLogger makes l, the logger of the registry the fleet serves, the
+// fleet's, unless it has one (Config.Logger, or a registry's before).
+// A fleet already out of sync says so to l at once: Redis may have been
+// down before the registry was built.
+func (f *Fleet) useLogger(l *slog.Logger) {
+	if l == nil || !f.log.CompareAndSwap(nil, l) {
+		return
+	}
+	f.mu.Lock()
+	tell := !f.synced.Load() && f.lastErr != "" && !f.toldDegraded && !f.closed
+	if tell {
+		f.toldDegraded, f.toldAt = true, time.Now()
+	}
+	cause := f.lastErr
+	f.mu.Unlock()
+	if tell {
+		l.Warn(msgDegraded,
 			slog.String("redis", f.url), slog.String("error", cause))
 	}
 }
@@ -60,15 +85,16 @@ func (f *Fleet) ok() {
 	tell := f.toldDegraded
 	f.toldDegraded = false
 	f.mu.Unlock()
-	if tell && f.log != nil {
-		f.log.Info("fleet: in sync with Redis again", slog.String("redis", f.url),
+	if log := f.log.Load(); tell && log != nil {
+		log.Info("fleet: in sync with Redis again", slog.String("redis", f.url),
 			slog.Duration("degraded_for", degraded))
 	}
 }
 
 // remind logs the degraded state again once every remindEvery.
 func (f *Fleet) remind() {
-	if f.log == nil || f.synced.Load() {
+	log := f.log.Load()
+	if log == nil || f.synced.Load() {
 		return
 	}
 	f.mu.Lock()
@@ -80,7 +106,7 @@ func (f *Fleet) remind() {
 	since, cause := f.since, f.lastErr
 	f.mu.Unlock()
 	if tell {
-		f.log.Warn("fleet: still out of sync with Redis; breakers at scope fleet decide alone",
+		log.Warn("fleet: still out of sync with Redis; breakers at scope fleet decide alone",
 			slog.String("redis", f.url), slog.String("error", cause), slog.Time("since", since))
 	}
 }

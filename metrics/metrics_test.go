@@ -455,11 +455,11 @@ func TestFleetSynced(t *testing.T) {
 // circuit, and no quota.
 type degradedFleet struct{}
 
-func (degradedFleet) Circuit(_ string, _ config.Client, local registry.Circuit) (registry.Circuit, error) {
+func (degradedFleet) Circuit(_ registry.FleetSystem, local registry.Circuit) (registry.Circuit, error) {
 	return degradedCircuit{local}, nil
 }
 
-func (degradedFleet) Quota(string, config.Client, registry.Quota) (registry.Quota, error) {
+func (degradedFleet) Quota(registry.FleetSystem, registry.Quota) (registry.Quota, error) {
 	return nil, errors.New("no quota")
 }
 

@@ -20,7 +20,7 @@ import (
 //
 // Execute must run send at most once and return what send returned, or
 // refuse with gobreaker.ErrOpenState or gobreaker.ErrTooManyRequests,
-// unwrapped, having run nothing; [Judge] says how to count what send
+// unwrapped, having run nothing; [FleetSystem.Judge] says how to count what send
 // returned. State is read before every call (an open circuit refuses the
 // call before the bulkhead) and by [Client.Status]; Counts by Status. All
 // three are called from any goroutine, concurrently, and must be quick:
@@ -51,12 +51,6 @@ type Circuit interface {
 type StateReporter interface {
 	ReportStates(report func(from, to gobreaker.State)) (local func(from, to gobreaker.State))
 }
-
-// Judge says how the breaker stage counts err, the error that the send
-// function given to [Circuit.Execute] returned (and Execute passes on).
-// The system's own breaker counts with it; a Circuit standing in for it
-// counts with it too, so that both agree. Judge does not allocate.
-func Judge(err error) observe.Verdict { return breaker.Judge(err) }
 
 // breakerStage passes each attempt through the system's Circuit (its own
 // gobreaker, or its fleet's), which lets it through to the next stage or

@@ -15,6 +15,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/testutil"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
@@ -423,7 +424,7 @@ type countingCircuit struct {
 func (c *countingCircuit) Execute(send func() (*http.Response, error)) (*http.Response, error) {
 	resp, err := c.local.Execute(send)
 	c.mu.Lock()
-	c.seen[Judge(err)]++
+	c.seen[breaker.Judge(err)]++
 	c.mu.Unlock()
 	return resp, err
 }
@@ -722,12 +723,12 @@ func TestBreakerOpensWhenBudgetsCutAHungUpstream(t *testing.T) {
 // the Circuit its function returns, and no quota.
 type circuitFleet func(system string, settings config.Client, local Circuit) (Circuit, error)
 
-func (f circuitFleet) Circuit(system string, settings config.Client, local Circuit) (Circuit, error) {
-	return f(system, settings, local)
+func (f circuitFleet) Circuit(sys FleetSystem, local Circuit) (Circuit, error) {
+	return f(sys.Name, sys.Settings, local)
 }
 
-func (f circuitFleet) Quota(system string, _ config.Client, _ Quota) (Quota, error) {
-	return nil, errors.New("no quota in this fleet: " + system)
+func (f circuitFleet) Quota(sys FleetSystem, _ Quota) (Quota, error) {
+	return nil, errors.New("no quota in this fleet: " + sys.Name)
 }
 
 // useCircuit puts cb in the place of c's breaker, and rebuilds the

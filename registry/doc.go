@@ -72,7 +72,10 @@
 //
 // At BREAKER_SCOPE=fleet the breaker stage's [Circuit] is the one the
 // fleet option gives ([WithFleet], from module
-// github.com/outbound-go/outbound/fleet). The core itself never talks to
+// github.com/outbound-go/outbound/fleet). The registry asks its [Fleet]
+// for each such circuit (and each quota at RATE_SCOPE=fleet) in one call,
+// telling it of the system in a [FleetSystem], the registry's logger
+// included: the fleet logs through it. The core itself never talks to
 // Redis. Drills (OUTBOUND_FAULTS=on) inject faults before the transport
 // (docs/fault-drills.md).
 package registry

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/outbound-go/outbound/config"
+	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/observe"
 )
 
@@ -14,13 +16,34 @@ import (
 // gives each system whose BREAKER_SCOPE is fleet the [Circuit] it shares
 // with the other pods of the service, and each whose RATE_SCOPE is fleet
 // its share of the fleet's [Quota]. The registry calls it once per such
-// system while it builds the client, with the system's settings and its
+// system while it builds the client, with what it tells of the system
+// ([FleetSystem]: its name, settings and the registry's logger) and its
 // own (local) breaker or quota, which the fleet's wraps; an error fails
 // the build. Services do not implement it: (*fleet.Fleet).Option gives
 // it.
 type Fleet interface {
-	Circuit(system string, settings config.Client, local Circuit) (Circuit, error)
-	Quota(system string, settings config.Client, local Quota) (Quota, error)
+	Circuit(sys FleetSystem, local Circuit) (Circuit, error)
+	Quota(sys FleetSystem, local Quota) (Quota, error)
+}
+
+// FleetSystem is what the registry tells its [Fleet] of a system when it
+// asks for the system's circuit or quota, in that one call.
+type FleetSystem struct {
+	// Name is the system's name; a route with a breaker or a quota of its
+	// own is "system.route".
+	Name string
+	// Settings are the system's (or the route's) settings as loaded.
+	Settings config.Client
+	// Logger is the registry's logger ([WithLogger]); nil when it has
+	// none. A fleet without a logger of its own logs through it (its
+	// Redis lost and back), so that a service wires one logger.
+	Logger *slog.Logger
+	// Judge says how the breaker stage counts err, the error that the
+	// send function given to [Circuit.Execute] returned (and Execute
+	// passes on). The system's own breaker counts with it; a Circuit
+	// standing in for it counts with it too, so that both agree. It does
+	// not allocate.
+	Judge func(err error) observe.Verdict
 }
 
 // WithFleet installs the fleet f. Systems at scope local keep their own
@@ -58,7 +81,7 @@ func (o *options) fleetCircuit(l config.Loaded, local Circuit) (Circuit, error) 
 	if o.fleet == nil {
 		return nil, noFleet(l.Prefix + "_BREAKER_SCOPE")
 	}
-	cb, err := o.fleet.Circuit(l.Name, l.Client, local)
+	cb, err := o.fleet.Circuit(o.fleetSystem(l), local)
 	if err == nil && cb == nil {
 		err = errors.New("the fleet gave no breaker")
 	}
@@ -70,11 +93,16 @@ func (o *options) fleetQuota(l config.Loaded, local Quota) (Quota, error) {
 	if o.fleet == nil {
 		return nil, noFleet(l.Prefix + "_RATE_SCOPE")
 	}
-	q, err := o.fleet.Quota(l.Name, l.Client, local)
+	q, err := o.fleet.Quota(o.fleetSystem(l), local)
 	if err == nil && q == nil {
 		err = errors.New("the fleet gave no quota")
 	}
 	return q, err
+}
+
+// fleetSystem is what the fleet is told of l.
+func (o *options) fleetSystem(l config.Loaded) FleetSystem {
+	return FleetSystem{Name: l.Name, Settings: l.Client, Logger: o.logger, Judge: breaker.Judge}
 }
 
 func noFleet(variable string) error {

@@ -2,7 +2,7 @@
 // its settings and says how it counts an attempt: the judge a fleet's
 // breaker shares, the errors that carry an attempt's op through
 // gobreaker's Execute, and the causes of its refusals. It is internal:
-// the registry's breaker stage is its user, and registry.Judge and
+// the registry's breaker stage is its user, and registry.FleetSystem.Judge and
 // registry.ErrCircuitOpen its public face.
 package breaker
 
