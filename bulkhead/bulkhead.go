@@ -29,7 +29,7 @@ type Bulkhead struct {
 	// count. Release uses it to refuse over-releases, which keeps
 	// semaphore.Release from ever panicking.
 	inFlight atomic.Int64
-	rejected atomic.Uint64
+	refused atomic.Uint64
 
 	adaptive *adaptive // nil for a fixed bulkhead (New)
 	fixed    held      // a fixed bulkhead's permits held above its limit (SetLimit)
@@ -81,7 +81,7 @@ func New(capacity int64, maxWait time.Duration) (*Bulkhead, error) {
 //
 // If maxWait and ctx's end fall on the same instant, either error may be
 // returned. On any error no permit is held and the bulkhead is unchanged
-// except that [Bulkhead.Rejected] grows by one. ctx must not be nil.
+// except that [Bulkhead.Refused] grows by one. ctx must not be nil.
 //
 // Acquire is safe for concurrent use.
 func (b *Bulkhead) Acquire(ctx context.Context) error {
@@ -90,7 +90,7 @@ func (b *Bulkhead) Acquire(ctx context.Context) error {
 		return nil
 	}
 	if b.maxWait == 0 {
-		b.rejected.Add(1)
+		b.refused.Add(1)
 		return ErrFull
 	}
 	return b.acquireSlow(ctx)
@@ -113,18 +113,18 @@ func (b *Bulkhead) acquireSlow(ctx context.Context) error {
 	// wctx's cause is errMaxWait only if its own timer fired first; if ctx
 	// ended first, wctx inherited ctx's cause instead.
 	if errors.Is(context.Cause(wctx), errMaxWait) {
-		b.rejected.Add(1)
+		b.refused.Add(1)
 		return ErrFull
 	}
 	if ctx.Err() != context.Canceled {
-		b.rejected.Add(1) // the caller's deadline came before a permit
+		b.refused.Add(1) // the caller's deadline came before a permit
 	}
 	return newWaitError(ctx)
 }
 
 // TryAcquire takes one permit only if one is free right now, and reports
 // whether it did. It never blocks and never allocates. A false result
-// counts as one rejection in [Bulkhead.Rejected]. On true the caller must
+// counts as one refusal in [Bulkhead.Refused]. On true the caller must
 // call [Bulkhead.Release] exactly once when its call is done.
 //
 // TryAcquire does not jump the queue: while callers of [Bulkhead.Acquire]
@@ -136,7 +136,7 @@ func (b *Bulkhead) TryAcquire() bool {
 		b.inFlight.Add(1)
 		return true
 	}
-	b.rejected.Add(1)
+	b.refused.Add(1)
 	return false
 }
 
@@ -196,11 +196,11 @@ func (b *Bulkhead) MaxWait() time.Duration {
 	return b.maxWait
 }
 
-// Rejected returns the total number of rejections since [New]: every error
+// Refused returns the total number of refusals since [New]: every error
 // returned by [Bulkhead.Acquire] and every false [Bulkhead.TryAcquire].
 // It is safe for concurrent use.
-func (b *Bulkhead) Rejected() uint64 {
-	return b.rejected.Load()
+func (b *Bulkhead) Refused() uint64 {
+	return b.refused.Load()
 }
 
 // SetLimit makes a bulkhead of [New] admit at most n calls at once, n

@@ -40,7 +40,7 @@ func assertEmptyAndWhole(t *testing.T, b *Bulkhead) {
 	if got := b.InFlight(); got != 0 {
 		t.Fatalf("InFlight() = %d, want 0", got)
 	}
-	rejected := b.Rejected()
+	refused := b.Refused()
 	fill(t, b)
 	if b.TryAcquire() {
 		t.Fatalf("TryAcquire beyond capacity %d = true, want false", b.Capacity())
@@ -50,8 +50,8 @@ func assertEmptyAndWhole(t *testing.T, b *Bulkhead) {
 			t.Fatalf("Release() = %v, want nil", err)
 		}
 	}
-	if got, want := b.Rejected(), rejected+1; got != want {
-		t.Fatalf("Rejected() = %d, want %d", got, want)
+	if got, want := b.Refused(), refused+1; got != want {
+		t.Fatalf("Refused() = %d, want %d", got, want)
 	}
 }
 
@@ -87,8 +87,8 @@ func TestNew(t *testing.T) {
 			if got := b.MaxWait(); got != tc.maxWait {
 				t.Errorf("MaxWait() = %v, want %v", got, tc.maxWait)
 			}
-			if got := b.Rejected(); got != 0 {
-				t.Errorf("Rejected() = %d, want 0", got)
+			if got := b.Refused(); got != 0 {
+				t.Errorf("Refused() = %d, want 0", got)
 			}
 			assertEmptyAndWhole(t, b)
 		})
@@ -113,8 +113,8 @@ func TestTryAcquireAndFastPath(t *testing.T) {
 	if err := b.Acquire(ctx); err != ErrFull {
 		t.Fatalf("Acquire on full bulkhead with maxWait 0 = %v, want ErrFull itself", err)
 	}
-	if got := b.Rejected(); got != 2 {
-		t.Fatalf("Rejected() = %d, want 2", got)
+	if got := b.Refused(); got != 2 {
+		t.Fatalf("Refused() = %d, want 2", got)
 	}
 	if err := b.Release(); err != nil {
 		t.Fatalf("Release() = %v, want nil", err)
@@ -208,10 +208,10 @@ func TestConcurrentNoWait(t *testing.T) {
 		t.Errorf("successful Acquires = %d, want %d", got, capacity)
 	}
 	if got := full.Load(); got != callers-capacity {
-		t.Errorf("ErrFull rejections = %d, want %d", got, callers-capacity)
+		t.Errorf("ErrFull refusals = %d, want %d", got, callers-capacity)
 	}
-	if got := b.Rejected(); got != uint64(full.Load()) {
-		t.Errorf("Rejected() = %d, want %d (rejections seen)", got, full.Load())
+	if got := b.Refused(); got != uint64(full.Load()) {
+		t.Errorf("Refused() = %d, want %d (refusals seen)", got, full.Load())
 	}
 	assertEmptyAndWhole(t, b)
 }

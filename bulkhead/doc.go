@@ -33,8 +33,8 @@
 // when one was given with context.WithCancelCause and its relatives.
 //
 // A failed Acquire never holds a permit: the bulkhead is left as it was,
-// apart from its rejection counter. Every failed Acquire and every false
-// [Bulkhead.TryAcquire] counts as one rejection in [Bulkhead.Rejected].
+// apart from its refusal counter. Every failed Acquire and every false
+// [Bulkhead.TryAcquire] counts as one refusal in [Bulkhead.Refused].
 //
 // [Bulkhead.Release] gives one permit back. Releasing more permits than were
 // taken is a caller bug. The bulkhead detects it from its in-flight count
@@ -62,7 +62,7 @@
 // # Observing a bulkhead
 //
 // [Bulkhead.InFlight] reports how many permits are held right now and
-// [Bulkhead.Rejected] how many acquisitions failed since [New]; both are
+// [Bulkhead.Refused] how many acquisitions failed since [New]; both are
 // plain atomic loads, cheap enough to export as metrics on every scrape.
 //
 // All methods of a Bulkhead are safe for concurrent use by multiple
@@ -104,7 +104,7 @@ func newWaitError(ctx context.Context) error {
 	return &waitError{ctxErr: ctx.Err(), cause: context.Cause(ctx)}
 }
 
-// Error reports the rejection and why the wait ended.
+// Error reports the refusal and why the wait ended.
 func (e *waitError) Error() string {
 	msg := ErrFull.Error() + ": wait ended: "
 	if e.canceled() {

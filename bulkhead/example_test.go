@@ -28,7 +28,7 @@ func Example() {
 
 	fmt.Println("Release:", b.Release())
 	fmt.Println("Acquire after Release:", b.Acquire(ctx))
-	fmt.Println("in flight:", b.InFlight(), "of", b.Capacity(), "rejected:", b.Rejected())
+	fmt.Println("in flight:", b.InFlight(), "of", b.Capacity(), "refused:", b.Refused())
 
 	// Output:
 	// TryAcquire: true
@@ -37,7 +37,7 @@ func Example() {
 	// Acquire when full: bulkhead: full true
 	// Release: <nil>
 	// Acquire after Release: <nil>
-	// in flight: 2 of 2 rejected: 2
+	// in flight: 2 of 2 refused: 2
 }
 
 // The usual shape of a guarded outbound call: Acquire before, Release after.
@@ -64,7 +64,7 @@ func ExampleBulkhead_Acquire() {
 }
 
 // When the caller cancels while Acquire waits, the error matches
-// context.Canceled, not ErrFull, and is not counted as a rejection: the
+// context.Canceled, not ErrFull, and is not counted as a refusal: the
 // caller gave up, the bulkhead did not refuse it.
 func ExampleBulkhead_Acquire_contextEnded() {
 	b, err := bulkhead.New(1, time.Minute)
@@ -81,13 +81,13 @@ func ExampleBulkhead_Acquire_contextEnded() {
 	fmt.Println(err)
 	fmt.Println("full:", errors.Is(err, bulkhead.ErrFull))
 	fmt.Println("canceled:", errors.Is(err, context.Canceled))
-	fmt.Println("in flight:", b.InFlight(), "rejected:", b.Rejected())
+	fmt.Println("in flight:", b.InFlight(), "refused:", b.Refused())
 
 	// Output:
 	// bulkhead: wait canceled: context canceled
 	// full: false
 	// canceled: true
-	// in flight: 1 rejected: 0
+	// in flight: 1 refused: 0
 }
 
 // Releasing a permit that was never taken is reported, not a panic, and

@@ -26,7 +26,7 @@ func TestAcquireWait(t *testing.T) {
 		releaseAfter time.Duration // 0: the holder keeps its permits
 		wantErr      bool
 		wantPlain    bool // the error must be ErrFull itself
-		notRejected  bool // a failure that is not a rejection (the caller cancelled)
+		notRefused  bool // a failure that is not a refusal (the caller cancelled)
 		wantIs       []error
 		wantNotIs    []error
 		wantElapsed  time.Duration
@@ -40,12 +40,12 @@ func TestAcquireWait(t *testing.T) {
 		{name: "permit freed during wait", maxWait: 100 * time.Millisecond, releaseAfter: 30 * time.Millisecond,
 			wantElapsed: 30 * time.Millisecond},
 		// The caller's cancellation is not a full bulkhead, and is not
-		// counted as a rejection.
+		// counted as a refusal.
 		{name: "ctx cancelled during wait", maxWait: time.Second, cancelAfter: 20 * time.Millisecond,
-			wantErr: true, notRejected: true, wantIs: []error{context.Canceled},
+			wantErr: true, notRefused: true, wantIs: []error{context.Canceled},
 			wantNotIs: []error{ErrFull, context.DeadlineExceeded}, wantElapsed: 20 * time.Millisecond},
 		{name: "ctx cancelled with cause", maxWait: time.Second, cancelAfter: 20 * time.Millisecond, cancelCause: errCause,
-			wantErr: true, notRejected: true, wantIs: []error{context.Canceled, errCause},
+			wantErr: true, notRefused: true, wantIs: []error{context.Canceled, errCause},
 			wantNotIs: []error{ErrFull, context.DeadlineExceeded}, wantElapsed: 20 * time.Millisecond},
 		{name: "ctx deadline before max wait", maxWait: time.Second, ctxTimeout: 40 * time.Millisecond,
 			wantErr: true, wantIs: []error{ErrFull, context.DeadlineExceeded},
@@ -107,14 +107,14 @@ func TestAcquireWait(t *testing.T) {
 				if elapsed != tc.wantElapsed {
 					t.Errorf("Acquire took %v, want %v", elapsed, tc.wantElapsed)
 				}
-				wantRejected, wantInFlight := uint64(0), capacity-released.Load()
-				if tc.wantErr && !tc.notRejected {
-					wantRejected = 1
+				wantRefused, wantInFlight := uint64(0), capacity-released.Load()
+				if tc.wantErr && !tc.notRefused {
+					wantRefused = 1
 				} else if !tc.wantErr {
 					wantInFlight++
 				}
-				if got := b.Rejected(); got != wantRejected {
-					t.Errorf("Rejected() = %d, want %d", got, wantRejected)
+				if got := b.Refused(); got != wantRefused {
+					t.Errorf("Refused() = %d, want %d", got, wantRefused)
 				}
 				if got := b.InFlight(); got != wantInFlight {
 					t.Fatalf("InFlight() = %d, want %d", got, wantInFlight)
@@ -249,8 +249,8 @@ func TestConcurrentWaitersQueue(t *testing.T) {
 		if got, want := time.Since(start), callers/capacity*hold; got != want {
 			t.Errorf("all callers done after %v, want %v", got, want)
 		}
-		if got := b.Rejected(); got != 0 {
-			t.Errorf("Rejected() = %d, want 0", got)
+		if got := b.Refused(); got != 0 {
+			t.Errorf("Refused() = %d, want 0", got)
 		}
 		assertEmptyAndWhole(t, b)
 	})

@@ -98,9 +98,9 @@ func TestBreakerStormOpensAfterMinRequests(t *testing.T) {
 		t.Fatalf("server requests after %d calls while open = %d, want still 5", fastCalls, got)
 	}
 	st := c.Status()
-	if st.Breaker != observe.BreakerOpen || st.BreakerRejected != fastCalls || st.Calls != 5 || st.InFlight != 0 {
+	if st.Breaker != observe.BreakerOpen || st.BreakerRefused != fastCalls || st.Calls != 5 || st.InFlight != 0 {
 		t.Fatalf("status = breaker %s, rejected %d, calls %d, in flight %d; want open, %d, 5, 0",
-			st.Breaker, st.BreakerRejected, st.Calls, st.InFlight, fastCalls)
+			st.Breaker, st.BreakerRefused, st.Calls, st.InFlight, fastCalls)
 	}
 	t.Logf("5 requests reached the server; %d calls while open failed fast with %q", fastCalls, "outbound inv: breaker: ...")
 }
@@ -776,10 +776,10 @@ func TestRetryRefusedByTheBreakerReturnsTheLastResponse(t *testing.T) {
 				t.Errorf("the upstream got %d requests, want 1 (the retry refused by the open breaker)", n)
 			}
 			st := c.Status()
-			if st.Breaker != observe.BreakerOpen || st.Sent != 1 || st.GaveUp != 1 || st.BreakerRejected != 0 ||
+			if st.Breaker != observe.BreakerOpen || st.Sent != 1 || st.GaveUp != 1 || st.BreakerRefused != 0 ||
 				st.Outcomes["gave_up"] != 1 || st.Outcomes["breaker_open"] != 0 {
 				t.Errorf("Status: breaker %s, sent %d, gave up %d, breaker rejected %d, outcomes %v; want open, 1 sent, 1 gave up, no refusal",
-					st.Breaker, st.Sent, st.GaveUp, st.BreakerRejected, st.Outcomes)
+					st.Breaker, st.Sent, st.GaveUp, st.BreakerRefused, st.Outcomes)
 			}
 			obs.mu.Lock()
 			defer obs.mu.Unlock()

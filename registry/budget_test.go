@@ -119,8 +119,8 @@ func TestBudgetSpentFailsFast(t *testing.T) {
 	if n := srv.Requests(); n != 0 {
 		t.Errorf("server saw %d requests, want 0", n)
 	}
-	if st := c.Status(); st.BudgetRejected < 2 || st.Calls != 0 {
-		t.Errorf("Status(): BudgetRejected = %d, Calls = %d; want >= 2, 0", st.BudgetRejected, st.Calls)
+	if st := c.Status(); st.BudgetRefused < 2 || st.Calls != 0 {
+		t.Errorf("Status(): BudgetRefused = %d, Calls = %d; want >= 2, 0", st.BudgetRefused, st.Calls)
 	}
 }
 

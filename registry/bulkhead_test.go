@@ -71,9 +71,9 @@ func TestBulkheadRejectsBeyondCapacity(t *testing.T) {
 	}
 	resilWaitParked(t, gate, capacity)
 	st := c.Status()
-	if st.InFlight != capacity || st.BulkheadRejected != calls-capacity || st.Capacity != capacity {
+	if st.InFlight != capacity || st.BulkheadRefused != calls-capacity || st.Capacity != capacity {
 		t.Fatalf("while saturated: in flight %d, rejected %d, capacity %d; want %d, %d, %d",
-			st.InFlight, st.BulkheadRejected, st.Capacity, capacity, calls-capacity, capacity)
+			st.InFlight, st.BulkheadRefused, st.Capacity, capacity, calls-capacity, capacity)
 	}
 	select {
 	case res := <-results:
@@ -97,7 +97,7 @@ func TestBulkheadRejectsBeyondCapacity(t *testing.T) {
 	if st.Calls != capacity || st.OK != capacity {
 		t.Fatalf("status calls %d, ok %d; want %d, %d", st.Calls, st.OK, capacity, capacity)
 	}
-	t.Logf("server: %d requests, max active %d, %d conns; %d rejected", srv.Requests(), srv.MaxInFlight(), srv.Conns(), st.BulkheadRejected)
+	t.Logf("server: %d requests, max active %d, %d conns; %d rejected", srv.Requests(), srv.MaxInFlight(), srv.Conns(), st.BulkheadRefused)
 }
 
 // With BULKHEAD_MAX_WAIT calls queue for a permit and get through once one
@@ -143,9 +143,9 @@ func TestBulkheadWaitsForPermit(t *testing.T) {
 			t.Fatalf("server max active = %d, want <= %d", got, capacity)
 		}
 		st := c.Status()
-		if st.InFlight != 0 || st.BulkheadRejected != 0 || st.Calls != calls {
+		if st.InFlight != 0 || st.BulkheadRefused != 0 || st.Calls != calls {
 			t.Fatalf("status: in flight %d, rejected %d, calls %d; want 0, 0 (no call was refused), %d",
-				st.InFlight, st.BulkheadRejected, st.Calls, calls)
+				st.InFlight, st.BulkheadRefused, st.Calls, calls)
 		}
 	})
 	t.Run("wait passes", func(t *testing.T) {
@@ -312,8 +312,8 @@ func TestBulkheadPermitReleasedOnce(t *testing.T) {
 				t.Fatalf("final Close: %v", err)
 			}
 			st := c.Status()
-			if st.InFlight != 0 || st.Calls != 3 || st.BulkheadRejected != 1 {
-				t.Fatalf("at the end: in flight %d, calls %d, rejected %d; want 0, 3, 1", st.InFlight, st.Calls, st.BulkheadRejected)
+			if st.InFlight != 0 || st.Calls != 3 || st.BulkheadRefused != 1 {
+				t.Fatalf("at the end: in flight %d, calls %d, rejected %d; want 0, 3, 1", st.InFlight, st.Calls, st.BulkheadRefused)
 			}
 		})
 	}
@@ -334,8 +334,8 @@ func TestBulkheadWaitCancelledIsNotARejection(t *testing.T) {
 	if errors.Is(err, bulkhead.ErrFull) || !errors.Is(err, context.Canceled) {
 		t.Errorf("%v: want context.Canceled, not bulkhead.ErrFull", e)
 	}
-	if st := c.Status(); st.BulkheadRejected != 0 {
-		t.Errorf("BulkheadRejected = %d, want 0", st.BulkheadRejected)
+	if st := c.Status(); st.BulkheadRefused != 0 {
+		t.Errorf("BulkheadRefused = %d, want 0", st.BulkheadRefused)
 	}
 	gate.Release()
 	if err := <-held; err != nil {

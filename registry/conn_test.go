@@ -114,8 +114,8 @@ func TestConnPoolBoundedByMaxConcurrent(t *testing.T) {
 		t.Fatalf("%d calls at %d in flight opened %d connections, want %d (%d on a loaded machine)",
 			workers*perWorker, workers, got, workers, workers+reusedConns(workers*perWorker))
 	}
-	if st := c.Status(); st.InFlight != 0 || st.BulkheadRejected != 0 {
-		t.Fatalf("in flight %d, rejected %d; want 0, 0", st.InFlight, st.BulkheadRejected)
+	if st := c.Status(); st.InFlight != 0 || st.BulkheadRefused != 0 {
+		t.Fatalf("in flight %d, rejected %d; want 0, 0", st.InFlight, st.BulkheadRefused)
 	}
 }
 

@@ -96,8 +96,8 @@ func TestIsolationBetweenSystems(t *testing.T) {
 		}
 	}
 	checkB("alpha bulkhead full", base, runB("alpha bulkhead full"))
-	if st := a.Status(); st.InFlight != capA || st.BulkheadRejected != 20 {
-		t.Fatalf("alpha: in flight %d, rejected %d; want %d, 20", st.InFlight, st.BulkheadRejected, capA)
+	if st := a.Status(); st.InFlight != capA || st.BulkheadRefused != 20 {
+		t.Fatalf("alpha: in flight %d, rejected %d; want %d, 20", st.InFlight, st.BulkheadRefused, capA)
 	}
 
 	// Phase 2: the held calls get their 503s, which open alpha's breaker.
@@ -136,13 +136,13 @@ func TestIsolationBetweenSystems(t *testing.T) {
 	}
 	sa, sb := a.Status(), b.Status()
 	if sb.Breaker != observe.BreakerClosed || sb.BreakerCounts.Failures != 0 || sb.InFlight != 0 ||
-		sb.BulkheadRejected != 0 || sb.BreakerRejected != 0 || sb.GaveUp != 0 ||
+		sb.BulkheadRefused != 0 || sb.BreakerRefused != 0 || sb.GaveUp != 0 ||
 		sb.Calls != uint64(betaCalls) || sb.OK != uint64(betaCalls) {
 		t.Errorf("beta status not clean: %+v", sb)
 	}
-	if sa.Breaker != observe.BreakerOpen || sa.BreakerRejected != 50 || sa.BulkheadRejected != 20 || sa.InFlight != 0 {
+	if sa.Breaker != observe.BreakerOpen || sa.BreakerRefused != 50 || sa.BulkheadRefused != 20 || sa.InFlight != 0 {
 		t.Errorf("alpha status: breaker %s, breaker rejected %d, bulkhead rejected %d, in flight %d; want open, 50, 20, 0",
-			sa.Breaker, sa.BreakerRejected, sa.BulkheadRejected, sa.InFlight)
+			sa.Breaker, sa.BreakerRefused, sa.BulkheadRefused, sa.InFlight)
 	}
 	t.Logf("alpha server: %d requests, %d conns, max active %d; beta server: %d requests, %d conns",
 		srvA.Requests(), srvA.Conns(), srvA.MaxInFlight(), srvB.Requests(), srvB.Conns())

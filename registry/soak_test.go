@@ -282,8 +282,8 @@ func TestSoak(t *testing.T) {
 		t.Logf("upstream %s served: %s", names[i], strings.Join(served, " "))
 	}
 	for _, st := range statuses {
-		t.Logf("status %s: calls=%d ok=%d retries=%d gave_up=%d bulkhead_rejected=%d breaker_rejected=%d retry_budget_denied=%d breaker=%s",
-			st.System, st.Calls, st.OK, st.Retries, st.GaveUp, st.BulkheadRejected, st.BreakerRejected, st.RetriesThrottled, st.Breaker)
+		t.Logf("status %s: calls=%d ok=%d retries=%d gave_up=%d bulkhead_refused=%d breaker_refused=%d retry_budget_denied=%d breaker=%s",
+			st.System, st.Calls, st.OK, st.Retries, st.GaveUp, st.BulkheadRefused, st.BreakerRefused, st.RetriesThrottled, st.Breaker)
 	}
 	t.Logf("breaker transitions: %d; body read errors: %d", tally.transitions.Load(), tally.bodyErrs)
 	t.Logf("call duration: p50=%v p99=%v max=%v; longest overshoot of a call's deadline: %v "+

@@ -39,10 +39,10 @@ func (c *Client) Status() observe.Status {
 		Retries:  c.stats.retries.Load(),
 		GaveUp: c.ended(observe.OutcomeGaveUp) + c.ended(observe.OutcomeFailed) + c.ended(observe.OutcomeRetryThrottled) +
 			c.ended(observe.OutcomeCanceled),
-		BulkheadRejected: c.bh.Rejected(),
-		BreakerRejected: c.refusedBy(observe.OutcomeBreakerOpen) + c.ended(observe.OutcomeBreakerOpen) +
+		BulkheadRefused: c.bh.Refused(),
+		BreakerRefused: c.refusedBy(observe.OutcomeBreakerOpen) + c.ended(observe.OutcomeBreakerOpen) +
 			c.refusedBy(observe.OutcomeForcedOpen) + c.ended(observe.OutcomeForcedOpen),
-		BudgetRejected:   c.refusedBy(observe.OutcomeBudgetSpent),
+		BudgetRefused:   c.refusedBy(observe.OutcomeBudgetSpent),
 		BudgetCapped:     c.stats.capped.Load(),
 		RetriesThrottled: c.ended(observe.OutcomeRetryThrottled),
 		Fleet:            fleet,

@@ -159,8 +159,8 @@ func TestStatusJSON(t *testing.T) {
 	if s.System != "inv" || p.System != "pay" {
 		t.Fatalf("systems %s, %s: want declaration order inv, pay", s.System, p.System)
 	}
-	if s.Breaker != observe.BreakerOpen || s.BreakerChangedAt == nil || s.BreakerRejected != 1 {
-		t.Errorf("inv breaker %s changed %v rejected %d: want open, a time, 1", s.Breaker, s.BreakerChangedAt, s.BreakerRejected)
+	if s.Breaker != observe.BreakerOpen || s.BreakerChangedAt == nil || s.BreakerRefused != 1 {
+		t.Errorf("inv breaker %s changed %v rejected %d: want open, a time, 1", s.Breaker, s.BreakerChangedAt, s.BreakerRefused)
 	}
 	if s.Calls != 3+s.GaveUp || s.OK != 3 || s.GaveUp < 3 {
 		t.Errorf("inv counters calls=%d ok=%d gave_up=%d", s.Calls, s.OK, s.GaveUp)

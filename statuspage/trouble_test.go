@@ -70,8 +70,8 @@ func TestStatusJSONShowsTheFailureThatOpenedTheBreaker(t *testing.T) {
 				call(t, inv, tc.path) // refused
 			}
 			s := snapshot(t, r, rec).Systems[0]
-			if s.Breaker != observe.BreakerOpen || s.BreakerRejected != 5 || up.Requests() == 0 {
-				t.Fatalf("breaker %s, %d refused: want open, every call after the first refused", s.Breaker, s.BreakerRejected)
+			if s.Breaker != observe.BreakerOpen || s.BreakerRefused != 5 || up.Requests() == 0 {
+				t.Fatalf("breaker %s, %d refused: want open, every call after the first refused", s.Breaker, s.BreakerRefused)
 			}
 			if s.Sent != 1 || s.GaveUp != 1 || s.Outcomes["gave_up"] != 1 || s.Outcomes["breaker_open"] != 5 {
 				t.Errorf("sent %d, gave up %d, outcomes %v: want the first call sent and given up, 5 refused", s.Sent, s.GaveUp, s.Outcomes)
@@ -104,8 +104,8 @@ func TestStatusJSONCountsRefusedCallsInTheRate(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 		s := snapshot(t, r, rec).Systems[0]
-		if s.BreakerRejected != 300 {
-			t.Fatalf("%d refused, want 300", s.BreakerRejected)
+		if s.BreakerRefused != 300 {
+			t.Fatalf("%d refused, want 300", s.BreakerRefused)
 		}
 		if s.CallRate == nil || s.CallRate.Calls != 100 || s.CallRate.Refused != 100 {
 			t.Errorf("call rate %+v, want 100 calls/s, all refused", s.CallRate)

@@ -212,7 +212,7 @@ func TestBreakerOpenFailsFastThroughSDK(t *testing.T) {
 		if c.Status().Breaker != observe.BreakerOpen {
 			t.Fatalf("%s: breaker %v, want open", which, c.Status().Breaker)
 		}
-		hits, refused := up.Requests(), c.Status().BreakerRejected
+		hits, refused := up.Requests(), c.Status().BreakerRefused
 		const calls = 20
 		start := time.Now()
 		for i := 0; i < calls; i++ {
@@ -223,7 +223,7 @@ func TestBreakerOpenFailsFastThroughSDK(t *testing.T) {
 		}
 		per := time.Since(start) / calls
 		t.Logf("%s: %v per SDK call with the breaker open (SDK retries at default)", which, per)
-		if got := c.Status().BreakerRejected - refused; got != calls {
+		if got := c.Status().BreakerRefused - refused; got != calls {
 			t.Errorf("%s: %d breaker refusals for %d SDK calls, want one each (the SDK retried)", which, got, calls)
 		}
 		if up.Requests() != hits {
@@ -255,8 +255,8 @@ func TestBudgetEndsTheSDKCall(t *testing.T) {
 		}
 		// The SDK did not come back for a second attempt, which the
 		// spent budget would have refused (stripe-go did, after 500 ms).
-		if st := c.Status(); st.Calls != 1 || st.BudgetRejected != 0 {
-			t.Errorf("%s: %d calls admitted, %d refused for the budget; want 1 and 0", which, st.Calls, st.BudgetRejected)
+		if st := c.Status(); st.Calls != 1 || st.BudgetRefused != 0 {
+			t.Errorf("%s: %d calls admitted, %d refused for the budget; want 1 and 0", which, st.Calls, st.BudgetRefused)
 		}
 	}
 }
@@ -447,10 +447,10 @@ func TestBulkheadAndBudgetRefusalsThroughSDK(t *testing.T) {
 				t.Errorf("budget spent: %v, want the SDK's error carrying capbudget.ErrExhausted", err)
 			}
 			after := c.Status()
-			if got := after.BulkheadRejected - before.BulkheadRejected; got != 1 {
+			if got := after.BulkheadRefused - before.BulkheadRefused; got != 1 {
 				t.Errorf("%d bulkhead refusals for one SDK call, want 1", got)
 			}
-			if got := after.BudgetRejected - before.BudgetRejected; got != 1 {
+			if got := after.BudgetRefused - before.BudgetRefused; got != 1 {
 				t.Errorf("%d budget refusals for one SDK call, want 1", got)
 			}
 			if up.Requests() != hits {

@@ -235,7 +235,7 @@ func TestBrowserLiveUpdate(t *testing.T) {
 		summary: document.getElementById("summary").textContent,
 		title: document.title,
 		payBase: document.querySelector('[data-system="payments"] [data-f="base"]').textContent,
-		invRejected: document.querySelector('[data-system="inventory"] [data-f="breaker_rejected"]').textContent,
+		invRejected: document.querySelector('[data-system="inventory"] [data-f="breaker_refused"]').textContent,
 		shipFlight: document.querySelector('[data-system="shipping"] [data-f="in_flight"]').textContent,
 		invError: document.querySelector('[data-system="inventory"] [data-f="error"]').textContent,
 		invSince: document.querySelector('[data-system="inventory"] [data-f="since"]').textContent,

@@ -105,7 +105,7 @@ func (w *watcher) report() {
 		if st.Fleet != nil && !st.Fleet.Synced {
 			sync = "local"
 		}
-		fmt.Fprintf(&b, " | pod-%d %-9s %s %4d paid %4d refused", i+1, st.Breaker, sync, p.paid.Load(), st.BreakerRejected)
+		fmt.Fprintf(&b, " | pod-%d %-9s %s %4d paid %4d refused", i+1, st.Breaker, sync, p.paid.Load(), st.BreakerRefused)
 	}
 	fmt.Fprintln(w.out, b.String())
 }

@@ -112,8 +112,8 @@ func TestCallsAreCountedByTheRegistrysOutcome(t *testing.T) {
 	if got := snap.N(observe.OutcomeFailed); got != 3 {
 		t.Errorf("%d calls failed, want the three 501s (outcomes %+v)", got, snap.Outcomes)
 	}
-	if got := snap.N(observe.OutcomeBreakerOpen); got != 1 || got != c.Status().BreakerRejected {
-		t.Errorf("%d calls breaker_open, the client's status says %d; want 1 both", got, c.Status().BreakerRejected)
+	if got := snap.N(observe.OutcomeBreakerOpen); got != 1 || got != c.Status().BreakerRefused {
+		t.Errorf("%d calls breaker_open, the client's status says %d; want 1 both", got, c.Status().BreakerRefused)
 	}
 	for _, o := range snap.Outcomes {
 		if o.Outcome == observe.OutcomeFailed && (len(o.Causes) != 1 || o.Causes[0] != Cause{"answered 501", 3}) {
