@@ -164,7 +164,7 @@ func (c *circuit) Counts() gobreaker.Counts { return c.local.Counts() }
 // FleetSync is the fleet's sync state, for the registry's Status.
 func (c *circuit) FleetSync() observe.FleetSync {
 	s := c.f.Sync()
-	return observe.FleetSync{Synced: s.Synced, Since: s.Since, LastError: s.LastError, Rejected: s.Rejected, Capped: s.Capped}
+	return observe.FleetSync{Synced: s.Synced, Since: s.Since, LastError: s.LastError, Malformed: s.Malformed, Capped: s.Capped}
 }
 
 // apply moves the view to st when st is newer. It reports whether st is

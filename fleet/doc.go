@@ -82,7 +82,7 @@
 //     set. A lease with no expiry, or one past the pod's lease life, gets
 //     the pod's lease life.
 //   - Replies and messages of the wrong shape are ignored. Whatever is
-//     ignored is counted in Sync.Rejected, whatever is cut in Sync.Capped.
+//     ignored is counted in Sync.Malformed, whatever is cut in Sync.Capped.
 //   - A pod writes back (restore, trip, probe) only a state it accepts
 //     itself, and the scripts check what they are given by the same rules.
 //
@@ -220,7 +220,7 @@
 // that is not four whole numbers, a key of the wrong type, a pause with
 // no expiry, an override that is not open or closed, a message of the
 // wrong shape are ignored, deleted where they lie, and counted in
-// Sync.Rejected; a want, grant or hold above the limit, an entry that
+// Sync.Malformed; a want, grant or hold above the limit, an entry that
 // lives past a grant life, a pause past the pod's CALL_TIMEOUT, an
 // override past 24 hours are cut to them, in Redis too, and counted in
 // Sync.Capped. A forged pod holding the whole limit holds it for at most
@@ -229,7 +229,7 @@
 // What a pod reads is bounded too: a state or a window larger than any
 // the fleet writes (more than one HSCAN of 64 returns), or a quota's hash
 // of more fields than four per pod the pod knows of and 1,024, is
-// deleted whole (UNLINK) and counted in Sync.Rejected, never read and
+// deleted whole (UNLINK) and counted in Sync.Malformed, never read and
 // deleted field by field (measured: 300,000 garbage fields in a quota's
 // hash, no script call of the pods in SLOWLOG past 50 ms, the limit
 // shared again within a tick).
@@ -247,7 +247,7 @@
 // for each pod below one (measured: 2 pods at 100/s, totals forged every
 // 5 ms for 3 s, at most 104 in any second). Totals that hold less than
 // the pod's own entry, or than a count of the entries finds, are counted
-// in Sync.Rejected.
+// in Sync.Malformed.
 //
 // # Keys, Redis Cluster and cost
 //

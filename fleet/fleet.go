@@ -77,7 +77,7 @@ type Fleet struct {
 
 	synced     atomic.Bool
 	subscribed atomic.Bool   // the listener receives the channel
-	rejected   atomic.Uint64 // values read that were malformed or out of range
+	malformed  atomic.Uint64 // values read that were malformed or out of range
 	capped     atomic.Uint64 // open times read past now + BREAKER_OPEN_TIMEOUT
 	readSoon   atomic.Bool   // read every state on the next round trip
 	tickNs     atomic.Int64  // the loop's tick (pace.go)

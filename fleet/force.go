@@ -110,11 +110,11 @@ func (c *circuit) setForced(state observe.BreakerState, ms int64, now time.Time)
 // readForced applies the override a sync reply read (fs: 0 none, 1 open,
 // 2 closed; fms: ms left), unless this pod learned of a change after the
 // read was sent (a message, or its own Force). A value no pod writes is
-// ignored (rejected); an override past observe.MaxForce is cut to it (capped).
+// ignored (malformed); an override past observe.MaxForce is cut to it (capped).
 func (c *circuit) readForced(fs, fms int64, sent, now time.Time) {
 	state, ok := forcedStates[fs]
 	if !ok || fms < 0 || (fs == 0 && fms != 0) {
-		c.f.rejected.Add(1)
+		c.f.malformed.Add(1)
 		return
 	}
 	if fms > observe.MaxForce.Milliseconds() {
@@ -137,7 +137,7 @@ var forcedStates = map[int64]observe.BreakerState{0: "", 1: observe.BreakerOpen,
 func (f *Fleet) onForce(m message) {
 	ms, state := m.ms, m.force
 	if ms < 0 {
-		f.rejected.Add(1)
+		f.malformed.Add(1)
 		return
 	}
 	if ms > observe.MaxForce.Milliseconds() {

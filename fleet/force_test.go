@@ -147,7 +147,7 @@ func TestForceWithoutARegistry(t *testing.T) {
 }
 
 // TestForcedFromRedisIsInput: an override of another client is read as
-// input: a value that is not open or closed is deleted (Sync.Rejected);
+// input: a value that is not open or closed is deleted (Sync.Malformed);
 // one with no end, or on the channel of years, is cut to 24 hours
 // (Sync.Capped), in the pods and in Redis; a message of another state is
 // ignored.
@@ -158,16 +158,16 @@ func TestForcedFromRedisIsInput(t *testing.T) {
 	pods := startPods(t, 2, srv, "fin", "fleet", up.URL, nil)
 	f := newForeign(srv, "fin")
 	key := f.base + ":force"
-	counts := func() (rejected, capped uint64) { // of both pods
+	counts := func() (malformed, capped uint64) { // of both pods
 		for _, p := range pods {
 			s := p.fleet.Sync()
-			rejected, capped = rejected+s.Rejected, capped+s.Capped
+			malformed, capped = malformed+s.Malformed, capped+s.Capped
 		}
-		return rejected, capped
+		return malformed, capped
 	}
 	r0, c0 := counts()
 	f.do(t, "SET", key, "maybe")
-	waitFor(t, 2*time.Second, "the garbage rejected", func() bool {
+	waitFor(t, 2*time.Second, "the garbage malformed", func() bool {
 		r, _ := counts()
 		return r > r0 || f.do(t, "EXISTS", key) == "0"
 	})

@@ -150,11 +150,11 @@ func (rt *roundTrip) quota(q *quota) {
 		switch {
 		case errors.Is(err, errShape) || (err == nil && (len(r) != 2 || r[1] < 0)):
 			q.pauseSent = p
-			rt.f.rejected.Add(1)
+			rt.f.malformed.Add(1)
 		case err != nil: // sent again on the next round trip
 		default:
 			q.pauseSent = p
-			rt.f.rejected.Add(uint64(r[1]))
+			rt.f.malformed.Add(uint64(r[1]))
 		}
 	}, nil))
 }
@@ -188,7 +188,7 @@ type breakerOp struct {
 func (rt *roundTrip) run(c *circuit, o breakerOp, call opCall) {
 	rt.ops = append(rt.ops, newOp(call, func(r []int64, err error) {
 		if errors.Is(err, errShape) {
-			c.f.rejected.Add(1)
+			c.f.malformed.Add(1)
 		}
 		if err != nil {
 			return
@@ -313,7 +313,7 @@ func (c *circuit) applyLease(st state, more []int64, rt *roundTrip, now time.Tim
 	c.applyState(st, nil, rt, now)
 	switch i := more[0]; {
 	case i < 0 || i > int64(c.probes):
-		c.f.rejected.Add(1)
+		c.f.malformed.Add(1)
 	case i > 0:
 		g := c.grant.Load()
 		if g == nil || g.ver != st.ver || !now.Before(g.until) {

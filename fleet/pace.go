@@ -71,14 +71,14 @@ func (rt *roundTrip) presence() {
 		switch {
 		case err != nil:
 			if err == errShape {
-				f.rejected.Add(1)
+				f.malformed.Add(1)
 			}
 			return
 		case len(r) != 2 || r[0] < 1 || r[0] > maxPods || r[1] < 0:
-			f.rejected.Add(1)
+			f.malformed.Add(1)
 			return
 		}
-		f.rejected.Add(uint64(r[1]))
+		f.malformed.Add(uint64(r[1]))
 		f.presentAt = rt.sent
 		f.podsSeen.Store(r[0])
 		f.tickNs.Store(int64(tickFor(f.cfg, int(r[0]))))

@@ -16,7 +16,7 @@ import (
 // 500 pods alive (499 written by the test, as pods say they are alive)
 // it talks every 2s (FlushInterval x 10), and every 200ms again once
 // they are gone. A pod written alive past any pod's life is dropped and
-// counted (Sync.Rejected). A pod that closes takes itself out of the
+// counted (Sync.Malformed). A pod that closes takes itself out of the
 // count.
 func TestTickFollowsTheFleetsSize(t *testing.T) {
 	t.Parallel()
@@ -69,11 +69,11 @@ func TestTickFollowsTheFleetsSize(t *testing.T) {
 		t.Errorf("among 500 pods, a busy pod made %.1f round trips a second, want at most 2 in 3s (every 2s)", crowd)
 	}
 
-	r0 := p.fleet.Sync().Rejected
+	r0 := p.fleet.Sync().Malformed
 	alive(1, time.Hour)
 	waitFor(t, 3*time.Second, "a pod alive for an hour dropped and counted", func() bool {
 		n, _ := srv.Do("ZCARD", pods)
-		return n == "1" && p.fleet.Sync().Rejected > r0
+		return n == "1" && p.fleet.Sync().Malformed > r0
 	})
 	p.reg.Close()
 	p.fleet.Close()

@@ -196,25 +196,25 @@ func (q *quota) mostFields() int64 {
 }
 
 // granted applies a reply of the quota op to the round trip sent at sent:
-// {grant, live pods, pause ms, rejected, capped, lost}, or its absence
+// {grant, live pods, pause ms, malformed, capped, lost}, or its absence
 // (err). It reports false when there is no reply, or one that no op
 // could have sent (counted).
 func (q *quota) granted(r []int64, err error, sent, now time.Time) bool {
 	if errors.Is(err, errShape) {
-		q.f.rejected.Add(1)
+		q.f.malformed.Add(1)
 	}
 	if err != nil {
 		return false
 	}
 	if len(r) != 6 || r[3] < 0 || r[4] < 0 {
-		q.f.rejected.Add(1)
+		q.f.malformed.Add(1)
 		return false
 	}
-	q.f.rejected.Add(uint64(r[3]))
+	q.f.malformed.Add(uint64(r[3]))
 	q.f.capped.Add(uint64(r[4]))
 	g, n, pause, lost := r[0], r[1], r[2], r[5]
 	if g < 0 || g > q.limit || n < 1 || n > maxPods || pause < 0 || lost < 0 || lost > 1 {
-		q.f.rejected.Add(1)
+		q.f.malformed.Add(1)
 		return false
 	}
 	if q.fellBack || lost == 1 {
@@ -321,13 +321,13 @@ func (q *quota) ReportPauses(report func(until time.Time)) {
 }
 
 // readPause applies a pause of ms read from Redis or the channel: at most
-// the pod's longest pause (capped), never negative (rejected). The
+// the pod's longest pause (capped), never negative (malformed). The
 // registry's observers are told of it (once per pause: the registry
 // drops a pause it told already, such as this pod's own).
 func (q *quota) readPause(ms int64, now time.Time) {
 	switch limit := q.bound.Milliseconds(); {
 	case ms < 0:
-		q.f.rejected.Add(1)
+		q.f.malformed.Add(1)
 		return
 	case ms > limit:
 		q.f.capped.Add(1)

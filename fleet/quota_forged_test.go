@@ -47,7 +47,7 @@ return 1
 // (checkQuotaRun's bound, 110) plus what a pod below an even split may
 // take from forged totals before the next count takes it back, one tick
 // and a round trip of its even split (50/s x 300 ms = 15), during the
-// forgery and after it. The forgery is counted in Sync.Rejected.
+// forgery and after it. The forgery is counted in Sync.Malformed.
 func TestForgedQuotaTotalsCostNoOvershoot(t *testing.T) {
 	for _, tc := range []struct {
 		name, forge string
@@ -71,13 +71,13 @@ func forgedRun(t *testing.T, forge string, late time.Duration) {
 	sends := &sendTimes{}
 	pods := startPods(t, 2, srv, "forged", "local", up.URL, quotaEnv("100/s", nil), sends.option())
 	settle(t, pods, 100)
-	rejected := func() (n uint64) {
+	malformed := func() (n uint64) {
 		for _, p := range pods {
-			n += p.fleet.Sync().Rejected
+			n += p.fleet.Sync().Malformed
 		}
 		return n
 	}
-	r0 := rejected()
+	r0 := malformed()
 
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { rdb.Close() })
@@ -111,8 +111,8 @@ func forgedRun(t *testing.T, forge string, late time.Duration) {
 	const limit, burst, tolerance = 100, 5, 15
 	most := sliding(sends.since(start), time.Second)
 	ws := windows(up.since(start), start, end, time.Second)
-	t.Logf("%d forged totals in 3s; upstream's 1s windows %v; most sent by the pods in any sliding 1s: %d; Sync.Rejected +%d",
-		forged.Load(), ws, most, rejected()-r0)
+	t.Logf("%d forged totals in 3s; upstream's 1s windows %v; most sent by the pods in any sliding 1s: %d; Sync.Malformed +%d",
+		forged.Load(), ws, most, malformed()-r0)
 	if forged.Load() < 100 {
 		t.Fatalf("the forger wrote %d times in 3s, want at least 100 (every 5ms)", forged.Load())
 	}
@@ -120,7 +120,7 @@ func forgedRun(t *testing.T, forge string, late time.Duration) {
 		t.Errorf("the pods sent %d requests within one second under forged totals, want at most %d (limit + burst + 5, + %d: a tick and a round trip of an even split)",
 			most, limit+burst+5+tolerance, tolerance)
 	}
-	if got := rejected() - r0; got == 0 {
-		t.Errorf("the forged totals were not counted in Sync.Rejected")
+	if got := malformed() - r0; got == 0 {
+		t.Errorf("the forged totals were not counted in Sync.Malformed")
 	}
 }

@@ -19,19 +19,19 @@ import (
 
 // trustQuotaPods starts 2 idle pods sharing 100/s (each 50/s), and
 // returns them with the namespace's keys and a reader of the sum of
-// their Sync.Rejected and Sync.Capped.
+// their Sync.Malformed and Sync.Capped.
 func trustQuotaPods(t *testing.T, ns string) ([]*pod, foreign, func() (uint64, uint64)) {
 	t.Helper()
 	srv := redistest.Start(t)
 	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	pods := startPods(t, 2, srv, ns, "local", up.URL, quotaEnv("100/s", nil))
 	settle(t, pods, 100)
-	counts := func() (rejected, capped uint64) {
+	counts := func() (malformed, capped uint64) {
 		for _, p := range pods {
 			s := p.fleet.Sync()
-			rejected, capped = rejected+s.Rejected, capped+s.Capped
+			malformed, capped = malformed+s.Malformed, capped+s.Capped
 		}
-		return rejected, capped
+		return malformed, capped
 	}
 	return pods, newForeign(srv, ns), counts
 }
@@ -39,7 +39,7 @@ func trustQuotaPods(t *testing.T, ns string) ([]*pod, foreign, func() (uint64, u
 // TestQuotaForgedSharesAreRejectedOrCapped: another client writes into
 // the quota's hash an entry that is not four numbers, a negative demand,
 // and a pod that holds a million times the limit for an hour. The first
-// two are deleted (Sync.Rejected); the last is cut to the limit and to
+// two are deleted (Sync.Malformed); the last is cut to the limit and to
 // the longest grant life of any pod (Sync.Capped; 8.1s with
 // fleet.Config's defaults: a pod's life follows its tick, which follows
 // the number of pods, and an honest pod of a large fleet holds that
@@ -53,7 +53,7 @@ func TestQuotaForgedSharesAreRejectedOrCapped(t *testing.T) {
 	far := strconv.FormatInt(ms(time.Now().Add(time.Hour)), 10)
 	f.do(t, "HSET", quota, "garbage", "not numbers", "negative", "-5 0 0 "+far, "hog", "0 999999999999999 0 "+far)
 	forged := time.Now()
-	waitFor(t, 2*time.Second, "the garbage rejected, the hog capped", func() bool {
+	waitFor(t, 2*time.Second, "the garbage malformed, the hog capped", func() bool {
 		r, c := counts()
 		return r >= r0+2 && c >= c0+1
 	})
@@ -112,23 +112,23 @@ func TestQuotaLostInRedisCostsNoOvershoot(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 		if r, _ := counts(); len(lose) == 2 && r < r0+1 {
-			t.Errorf("a quota hash of the wrong type was not counted in Sync.Rejected")
+			t.Errorf("a quota hash of the wrong type was not counted in Sync.Malformed")
 		}
 		settle(t, pods, 100)
 	}
 }
 
 // TestPauseFromRedisIsBounded: a pause key with no end is deleted
-// (rejected), one of an hour is cut to the pod's CALL_TIMEOUT (capped),
+// (malformed), one of an hour is cut to the pod's CALL_TIMEOUT (capped),
 // in the pod and in Redis; on the channel, a pause that is not a number
-// or negative is ignored (rejected), one of years cut (capped).
+// or negative is ignored (malformed), one of years cut (capped).
 func TestPauseFromRedisIsBounded(t *testing.T) {
 	t.Parallel()
 	pods, f, counts := trustQuotaPods(t, "qpause")
 	pause := f.base + ":pause"
 	r0, c0 := counts()
 	f.do(t, "SET", pause, "1")
-	waitFor(t, 2*time.Second, "the endless pause rejected", func() bool {
+	waitFor(t, 2*time.Second, "the endless pause malformed", func() bool {
 		r, _ := counts()
 		return r >= r0+1
 	})
@@ -156,7 +156,7 @@ func TestPauseFromRedisIsBounded(t *testing.T) {
 	f.do(t, "PUBLISH", f.channel, "payments pause soon")
 	f.do(t, "PUBLISH", f.channel, "payments pause -5")
 	f.do(t, "PUBLISH", f.channel, "payments pause 99999999999")
-	waitFor(t, 2*time.Second, "the messages rejected and capped", func() bool {
+	waitFor(t, 2*time.Second, "the messages malformed and capped", func() bool {
 		r, c := counts()
 		return r >= r0+4 && c >= c0+2 // each pod reads each message
 	})
@@ -194,7 +194,7 @@ func TestAHashOfGarbageHoldsRedisBriefly(t *testing.T) {
 	f.do(t, "CONFIG", "SET", "slowlog-log-slower-than", "50000")
 	f.do(t, "SLOWLOG", "RESET")
 	r0, _ := counts()
-	waitFor(t, 5*time.Second, "the garbage rejected", func() bool {
+	waitFor(t, 5*time.Second, "the garbage malformed", func() bool {
 		r, _ := counts()
 		return r > r0
 	})

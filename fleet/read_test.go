@@ -59,7 +59,7 @@ func TestReadStateRejectsWhatNoPodWrites(t *testing.T) {
 	} {
 		c := bare(testSettings)
 		st, ok := c.readState(tc.ver, tc.s, tc.ms)
-		rejected, capped := c.f.rejected.Load() == 1, c.f.capped.Load() == 1
+		rejected, capped := c.f.malformed.Load() == 1, c.f.capped.Load() == 1
 		if ok != tc.ok || rejected == tc.ok || capped != tc.capped || (ok && st.left != tc.left) {
 			t.Errorf("readState(%d, %d, %d) = %+v %v (rejected %v, capped %v); want ok %v, left %v, capped %v",
 				tc.ver, tc.s, tc.ms, st, ok, rejected, capped, tc.ok, tc.left, tc.capped)

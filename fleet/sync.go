@@ -123,13 +123,13 @@ type Sync struct {
 	LastError string `json:"last_error,omitempty"`
 	// Redis is the URL, password redacted.
 	Redis string `json:"redis"`
-	// Rejected counts the values read from Redis or the fleet's channel
+	// Malformed counts the values read from Redis or the fleet's channel
 	// that no pod could have written, ignored: a version outside [0, 2^53),
 	// a field that is not a number, a key of the wrong type, garbage in a
 	// window, a reply or a message of the wrong shape, a quota's totals
 	// that hold less than its entries. Another client writes under the
 	// namespace.
-	Rejected uint64 `json:"rejected,omitempty"`
+	Malformed uint64 `json:"malformed,omitempty"`
 	// Capped counts the open times read past now + the system's
 	// BREAKER_OPEN_TIMEOUT, cut to it.
 	Capped uint64 `json:"capped,omitempty"`
@@ -140,5 +140,5 @@ func (f *Fleet) Sync() Sync {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return Sync{Synced: f.synced.Load(), Since: f.since, LastError: f.lastErr, Redis: f.url,
-		Rejected: f.rejected.Load(), Capped: f.capped.Load()}
+		Malformed: f.malformed.Load(), Capped: f.capped.Load()}
 }

@@ -9,7 +9,7 @@ import (
 // client may write anything under the namespace. A version is an integer
 // in [0, maxVersion]; s is 0 or 1; an open time is cut to the system's
 // BREAKER_OPEN_TIMEOUT from now; anything else is ignored and counted in
-// Sync.Rejected, never applied. The scripts apply the same rules to what
+// Sync.Malformed, never applied. The scripts apply the same rules to what
 // they read in Redis (lua/breaker.lua), so that a pod never writes back a
 // state it would not accept itself.
 
@@ -27,7 +27,7 @@ type state struct {
 // the time they read it, and the sooner the closer to this pod's view.
 func (c *circuit) readState(ver, s, ms int64) (state, bool) {
 	if ver < 0 || ver > maxVersion || s < 0 || s > 1 || (s == 0 && ms != 0) {
-		c.f.rejected.Add(1)
+		c.f.malformed.Add(1)
 		return state{}, false
 	}
 	st := state{ver: ver, open: s == 1}
@@ -47,15 +47,15 @@ func (c *circuit) readState(ver, s, ms int64) (state, bool) {
 	return st, true
 }
 
-// readReply checks an op's reply {v, s, ms left, rejected, capped,
+// readReply checks an op's reply {v, s, ms left, malformed, capped,
 // more...}: the state, and the more values that follow it. What the op
 // found malformed or cut in Redis is added to the counts.
 func (c *circuit) readReply(r []int64, more int) (state, []int64, bool) {
 	if len(r) != 5+more || r[3] < 0 || r[4] < 0 {
-		c.f.rejected.Add(1)
+		c.f.malformed.Add(1)
 		return state{}, nil, false
 	}
-	c.f.rejected.Add(uint64(r[3]))
+	c.f.malformed.Add(uint64(r[3]))
 	c.f.capped.Add(uint64(r[4]))
 	st, ok := c.readState(r[0], r[1], r[2])
 	return st, r[5:], ok
@@ -67,7 +67,7 @@ func (c *circuit) readReply(r []int64, more int) (state, []int64, bool) {
 func (f *Fleet) onMessage(payload string) {
 	m, err := parseMessage(payload)
 	if err != nil {
-		f.rejected.Add(1)
+		f.malformed.Add(1)
 		return
 	}
 	switch m.kind {
@@ -99,7 +99,7 @@ func (f *Fleet) onMessage(payload string) {
 // [0, maxVersion], no more failures than requests.
 func (c *circuit) readWindow(r []int64) (reqs, fails uint64, ok bool) {
 	if r[0] < 0 || r[0] > maxVersion || r[1] < 0 || r[1] > r[0] {
-		c.f.rejected.Add(1)
+		c.f.malformed.Add(1)
 		return 0, 0, false
 	}
 	return uint64(r[0]), uint64(r[1]), true

@@ -232,7 +232,7 @@ func TestVersionsOutOfRangeAreRejected(t *testing.T) {
 				waitFor(t, 2*trustOpen, "the foreign value rejected", func() bool {
 					for _, p := range pods {
 						get(context.Background(), p.c) // a call: the pods read the state sooner
-						if p.fleet.Sync().Rejected > 0 {
+						if p.fleet.Sync().Malformed > 0 {
 							return true
 						}
 					}
@@ -297,7 +297,7 @@ func TestGarbageInTheWindowDoesNotStopTheFleetOpening(t *testing.T) {
 	}
 	var rejected uint64
 	for _, p := range pods {
-		rejected += p.fleet.Sync().Rejected
+		rejected += p.fleet.Sync().Malformed
 	}
 	if rejected < 8 {
 		t.Errorf("%d values rejected across the pods, want >= 8 (one per garbage field)", rejected)
@@ -343,7 +343,7 @@ func TestForgedLeaseLastsNoLongerThanALease(t *testing.T) {
 	d := servedAgain(t, pods, stopped, time.Second+leaseLife+2*time.Second)
 	var rejected uint64
 	for _, p := range pods {
-		rejected += p.fleet.Sync().Rejected
+		rejected += p.fleet.Sync().Malformed
 	}
 	t.Logf("leases forged for good: every pod served again %v after the writes (lease life %v); %d values rejected", d.Round(time.Millisecond), leaseLife, rejected)
 	if rejected < 2 {

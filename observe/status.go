@@ -79,11 +79,11 @@ type FleetSync struct {
 	Synced    bool      `json:"synced"`
 	Since     time.Time `json:"since"`
 	LastError string    `json:"last_error,omitempty"`
-	// Rejected counts the values read from Redis or the fleet's channel
+	// Malformed counts the values read from Redis or the fleet's channel
 	// that were malformed or out of range, and ignored; Capped those cut
 	// to the pod's own bounds (an open time past BREAKER_OPEN_TIMEOUT, a
 	// lease past its life). Both are for the whole fleet of this pod.
-	Rejected uint64 `json:"rejected,omitempty"`
+	Malformed uint64 `json:"malformed,omitempty"`
 	Capped   uint64 `json:"capped,omitempty"`
 }
 

@@ -14,15 +14,15 @@
 -- a key that is not a small hash, is garbage: deleted whole (UNLINK) and
 -- read as closed, version 0. An open time past now + open is cut to it,
 -- in Redis too. Every op replies {v, s, ms left open (negative:
--- half-open), rejected, capped, then its own values}.
+-- half-open), malformed, capped, then its own values}.
 -- A change is published as the message "<system> <v> <s> <ms left>"
 -- (message.go reads it).
 
-local rejected, capped = 0, 0
+local malformed, capped = 0, 0
 local base, channel, system, open = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local function garbage(key)
   redis.call('UNLINK', key)
-  rejected = rejected + 1
+  malformed = malformed + 1
 end
 local v, s, u = 0, 0, 0
 local st = small(KEYS[1])
@@ -56,5 +56,5 @@ local function set(nv, ns, nu)
   redis.call('HDEL', KEYS[1], 'k')
 end
 local function reply(...)
-  return {v, s, left(), rejected, capped, ...}
+  return {v, s, left(), malformed, capped, ...}
 end

@@ -1,7 +1,7 @@
 -- lease: takes one probe lease of a half-open state. Leases of the open
 -- state of version v are <base>:probe:<v>:<i>, i in 1..probes, taken
 -- with SET NX PX; a lease with no expiry, or one longer than the pod's
--- lease life, is given the pod's (rejected). (breaker.lua comes first.)
+-- lease life, is given the pod's (malformed). (breaker.lua comes first.)
 --
 -- KEYS[1]: the state hash.
 -- ARGV[1..4]: base, channel, system, open (breaker.lua);
@@ -18,7 +18,7 @@ if ver and v == ver and s == 1 and now >= u then
     local ttl = redis.call('PTTL', key)
     if ttl == -1 or ttl > lease then
       redis.call('PEXPIRE', key, lease)
-      rejected = rejected + 1
+      malformed = malformed + 1
     end
     if redis.call('SET', key, ARGV[8], 'NX', 'PX', lease) then
       return reply(i)

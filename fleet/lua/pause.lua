@@ -6,14 +6,14 @@
 -- ARGV[1] channel: the fleet's channel;
 -- ARGV[2] ms: the pause, ms;
 -- ARGV[3] message: what to publish (message.go: "<system> pause <ms>").
--- Returns {ms of the pause in force, rejected}: a pause key with no
--- expiry is rejected, and replaced.
+-- Returns {ms of the pause in force, malformed}: a pause key with no
+-- expiry is malformed, and replaced.
 
 local ms = tonumber(ARGV[2])
-local rejected = 0
+local malformed = 0
 local left = redis.call('PTTL', KEYS[1])
 if left == -1 then
-  rejected = 1
+  malformed = 1
   left = -2
 end
 if left < ms then
@@ -21,4 +21,4 @@ if left < ms then
   redis.call('PUBLISH', ARGV[1], ARGV[3])
   left = ms
 end
-return {left, rejected}
+return {left, malformed}

@@ -4,19 +4,19 @@
 --   the Redis ms until which each is alive.
 -- ARGV[1] holder: the pod's name;
 -- ARGV[2] life: how long the pod counts as alive, ms.
--- Returns {pods, rejected}. A key of the wrong type is garbage
+-- Returns {pods, malformed}. A key of the wrong type is garbage
 -- (deleted); a pod alive past life from now (no pod writes that) is
 -- dropped, counted.
 
-local rejected, life = 0, tonumber(ARGV[2])
+local malformed, life = 0, tonumber(ARGV[2])
 local added = redis.pcall('ZADD', KEYS[1], now + life, ARGV[1])
 if type(added) == 'table' and added.err then
   redis.call('DEL', KEYS[1])
-  rejected = 1
+  malformed = 1
   redis.call('ZADD', KEYS[1], now + life, ARGV[1])
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-rejected = rejected + redis.call('ZREMRANGEBYSCORE', KEYS[1], '(' .. fmt(now + life), '+inf')
+malformed = malformed + redis.call('ZREMRANGEBYSCORE', KEYS[1], '(' .. fmt(now + life), '+inf')
 local n = redis.call('ZCARD', KEYS[1])
 redis.call('PEXPIRE', KEYS[1], life)
-return {n, rejected}
+return {n, malformed}

@@ -15,7 +15,7 @@ if ver and v == ver and s == 1 and now >= u then
   if ARGV[6] == '1' then
     local got = redis.call('HGET', KEYS[1], 'k')
     local k = int(got, M)
-    if got and not k then rejected = rejected + 1 end
+    if got and not k then malformed = malformed + 1 end
     k = (k or 0) + 1
     if k >= tonumber(ARGV[7]) then
       set(after(), 0, 0)

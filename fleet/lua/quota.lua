@@ -19,7 +19,7 @@
 -- ARGV[9] period: how old the totals may be (the pod's tick), ms;
 -- ARGV[10] longest life: the longest grant life of any pod, ms;
 -- ARGV[11] most fields: the most fields the hash may hold.
--- Returns {grant, live pods, pause ms left, rejected, capped, lost (0 or 1)}.
+-- Returns {grant, live pods, pause ms left, malformed, capped, lost (0 or 1)}.
 --
 -- The share is the pod's max-min fair share of the limit over the
 -- demands of the live pods (each pod gets what it wants up to an equal
@@ -40,16 +40,16 @@
 -- never grant a pod more than an even split of the limit (limit / pods,
 -- the pods counted as the larger of n and the entries, HLEN).
 --
--- Input: an entry that is not four integers is deleted (rejected); one
+-- Input: an entry that is not four integers is deleted (malformed); one
 -- past its expiry is deleted; a rate above the limit or an expiry past
 -- now + longest life is cut (capped). A hash of more than most fields, or
 -- a key of another type, is none the fleet wrote: deleted whole (UNLINK,
--- rejected) and read as lost, so that no op reads or deletes garbage
--- field by field. A pause with no expiry is deleted (rejected), one past
+-- malformed) and read as lost, so that no op reads or deletes garbage
+-- field by field. A pause with no expiry is deleted (malformed), one past
 -- the longest pause cut to it (capped). The hash's expiry is set at each
 -- full count: twice the longest life.
 
-local rejected, capped = 0, 0
+local malformed, capped = 0, 0
 local holder, L, d, a, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local life, bound, period, most = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local lost = 0
@@ -63,7 +63,7 @@ end
 local size = redis.pcall('HLEN', KEYS[1])
 if type(size) ~= 'number' or size > tonumber(ARGV[11]) then
   redis.call('UNLINK', KEYS[1])
-  rejected = rejected + 1
+  malformed = malformed + 1
   size = 0
 end
 local got = {false, false}
@@ -82,10 +82,10 @@ if type(got[2]) == 'string' then
   at, held, n, f, x = int(g1, M), int(g2, M), int(g3, 1048576), int(g4, 1), int(g5, M)
   if not (at and held and n and f and x and n >= 1) then
     at = nil
-    rejected = rejected + 1
+    malformed = malformed + 1
   elseif held < old then
     at = nil
-    rejected = rejected + 1
+    malformed = malformed + 1
   else
     claimed = held
   end
@@ -115,7 +115,7 @@ for i = 1, #all, 2 do
     local pd, pg, pa, pe = entry(all[i + 1])
     if not pd then
       dead[#dead + 1] = k
-      rejected = rejected + 1
+      malformed = malformed + 1
     elseif pe <= now then
       dead[#dead + 1] = k
     else
@@ -130,7 +130,7 @@ for i = 1, #all, 2 do
   end
 end
 hdel(KEYS[1], dead)
-if claimed and claimed < others + old then rejected = rejected + 1 end
+if claimed and claimed < others + old then malformed = malformed + 1 end
 table.sort(wants)
 local left, level = L, nil
 n = #wants
@@ -157,7 +157,7 @@ redis.call('HSET', KEYS[1], holder, ARGV[3] .. ' ' .. fmt(g) .. ' ' .. ARGV[4] .
 local pause = redis.call('PTTL', KEYS[2])
 if pause == -1 then
   redis.call('DEL', KEYS[2])
-  rejected = rejected + 1
+  malformed = malformed + 1
   pause = 0
 elseif pause > bound then
   redis.call('PEXPIRE', KEYS[2], bound)
@@ -166,4 +166,4 @@ elseif pause > bound then
 elseif pause < 0 then
   pause = 0
 end
-return {g, pods, pause, rejected, capped, lost}
+return {g, pods, pause, malformed, capped, lost}

@@ -12,7 +12,7 @@
 
 local ver, ns, ms = int(ARGV[5], M), int(ARGV[6], 1), int(ARGV[7], open)
 if not (ver and ns and ms) then
-  rejected = rejected + 1
+  malformed = malformed + 1
 elseif v < ver then
   local nu = 0
   if ns == 1 then nu = now + ms end

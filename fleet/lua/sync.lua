@@ -23,7 +23,7 @@
 -- The window of the closed state of version v is the hash <base>:win:<v>,
 -- one field per bucket (r<bucket>: requests, f<bucket>: failures). A
 -- field that is not that with a count, a bucket in the future, more
--- failures than requests, is deleted (rejected); a window that is not a
+-- failures than requests, is deleted (malformed); a window that is not a
 -- small hash is deleted whole. The window's expiry is set after its
 -- counts, at a bucket's first count: a window nobody writes to expires
 -- once its last bucket has left the window. An override that is not
@@ -48,7 +48,7 @@ if s == 0 then
     local at = tonumber(digits)
     if not x or not at or at > b then
       dead[#dead + 1] = k
-      rejected = rejected + 1
+      malformed = malformed + 1
     elseif at <= b - n then
       dead[#dead + 1] = k
     elseif side == 'r' then
@@ -60,7 +60,7 @@ if s == 0 then
   for at, x in pairs(f) do
     if x > (r[at] or 0) then
       dead[#dead + 1], dead[#dead + 2] = 'r' .. fmt(at), 'f' .. fmt(at)
-      rejected = rejected + 1
+      malformed = malformed + 1
       r[at], f[at] = nil, nil
     end
   end
