@@ -121,7 +121,8 @@ func (s *pausesSeen) end() time.Time {
 // every pod 2s after the answer, within 200ms (no sooner than asked, no
 // later than 2.2s after the first pod knew); no pod sent a request from
 // 100ms after it knew (a request past the quota just before may still
-// leave) until the pause ended; and the pods sent again after it.
+// leave) until 10ms before the pause ended (a pause read from Redis is in
+// whole milliseconds); and the pods sent again after it.
 func checkPaused(t *testing.T, what string, seen *pausesSeen, sends []*sendTimes, t0 time.Time) {
 	t.Helper()
 	seen.mu.Lock()
@@ -142,7 +143,8 @@ func checkPaused(t *testing.T, what string, seen *pausesSeen, sends []*sendTimes
 		if d := until.Sub(t0); d < 1800*time.Millisecond || until.After(first.Add(2200*time.Millisecond)) {
 			t.Errorf("%s: pod %d paused until %v after the 429, want 2s within 200ms", what, i, d)
 		}
-		during := windowOf(s.since(t0), seen.at[i].Add(100*time.Millisecond), until.Sub(seen.at[i].Add(100*time.Millisecond)))
+		from := seen.at[i].Add(100 * time.Millisecond)
+		during := windowOf(s.since(t0), from, until.Add(-10*time.Millisecond).Sub(from)) // 10ms: a pause carried in whole ms
 		if len(during) > 0 {
 			t.Errorf("%s: pod %d sent %d requests during the pause, the first %v after the 429 (it knew %v after), want none",
 				what, i, len(during), during[0].Sub(t0), seen.at[i].Sub(t0))
