@@ -52,7 +52,7 @@ func startPods(t *testing.T, n int, srv redisAt, ns, scope, baseURL string, extr
 		ropts := slices.Clone(opts)
 		if scope == "fleet" || env["PAYMENTS_RATE_SCOPE"] == "fleet" {
 			env["OUTBOUND_FLEET_REDIS_URL"], env["OUTBOUND_FLEET_NAMESPACE"] = srv.URL(), ns
-			f, err := fleet.New(context.Background(), fleet.Config{RedisURL: srv.URL(), Namespace: ns})
+			f, err := fleet.New(context.Background(), fleet.Config{RedisURL: srv.URL(), Namespace: ns, Timeout: podTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,6 +93,12 @@ func get(ctx context.Context, c *registry.Client) error {
 	}
 	return nil
 }
+
+// podTimeout is the test pods' Config.Timeout, each round trip's bound:
+// 1s rather than 100ms, so that a starved scheduler does not fail every
+// round trip and leave the pods out of sync for good; what a short
+// timeout does is the degraded and resync tests' to show.
+const podTimeout = time.Second
 
 // syncWait is how long a test waits for a fleet to reach Redis or for
 // its shares to settle: long enough for a starved machine (the wait ends

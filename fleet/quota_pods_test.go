@@ -145,7 +145,8 @@ func (s *sendTimes) record(at time.Time) {
 // at most limit + burst within any one second (sent, a sliding window; 5
 // more for the moment between a token and its request), the grants never
 // summed above the limit, and the quota was granted, not left idle: on
-// average over the run the pods held at least 0.95 x the limit. How many
+// average over the run the pods held at least 0.8 x the limit
+// (checkGranted). How many
 // requests a second the upstream saw is logged, not judged: on a starved
 // machine the callers may not ask for the whole limit.
 func checkQuotaRun(t *testing.T, what string, ws []int, sent []time.Time, g *grants, limit, burst int) {
@@ -192,7 +193,11 @@ func watchGrants(ctx context.Context, wg *sync.WaitGroup, pods []*pod) *grants {
 }
 
 // checkGranted fails the test unless the shares in g never summed above
-// limit and held at least 0.95 x limit on average.
+// limit and held at least 0.8 x limit on average: the shares follow the
+// callers' demand, which a starved scheduler makes uneven, and a share
+// on the move is held by neither pod for a tick or two (measured, 10
+// busy pods: 200/s throughout on a quiet machine, 171-189/s on average
+// under load; granting half the share gives about 105/s).
 func checkGranted(t *testing.T, what string, g *grants, limit float64) {
 	t.Helper()
 	if g.n == 0 {
@@ -201,8 +206,8 @@ func checkGranted(t *testing.T, what string, g *grants, limit float64) {
 	if g.hi > limit+0.01 {
 		t.Errorf("%s: the pods' shares summed to %.2f/s, want at most the limit, %.0f/s", what, g.hi, limit)
 	}
-	if g.mean < 0.95*limit {
-		t.Errorf("%s: the pods' shares summed to %.1f/s on average, want the limit granted (at least %.0f/s)", what, g.mean, 0.95*limit)
+	if g.mean < 0.8*limit {
+		t.Errorf("%s: the pods' shares summed to %.1f/s on average, want the limit granted (at least %.0f/s)", what, g.mean, 0.8*limit)
 	}
 }
 

