@@ -39,6 +39,10 @@ type Server struct {
 
 // Start starts a redis-server on a free loopback port and stops it when
 // the test ends.
+// startWait is how long a start waits for redis-server to answer PING:
+// long enough for a starved machine; the wait ends at the first answer.
+const startWait = 60 * time.Second
+
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	s := &Server{tb: tb, bin: serverBin(tb), dir: tb.TempDir(), port: freePort(tb)}
@@ -110,7 +114,7 @@ func (s *Server) launch() error {
 	s.mu.Lock()
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(startWait); time.Now().Before(deadline); {
 		select {
 		case <-done:
 			s.Kill()
@@ -123,7 +127,7 @@ func (s *Server) launch() error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	s.Kill()
-	return fmt.Errorf("redis-server on %s did not answer PING within 10s", s.Addr())
+	return fmt.Errorf("redis-server on %s did not answer PING within %v", s.Addr(), startWait)
 }
 
 // ping sends PING on a fresh connection and reports whether PONG came back.
