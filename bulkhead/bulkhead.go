@@ -29,7 +29,7 @@ type Bulkhead struct {
 	// count. Release uses it to refuse over-releases, which keeps
 	// semaphore.Release from ever panicking.
 	inFlight atomic.Int64
-	refused atomic.Uint64
+	refused  atomic.Uint64
 
 	adaptive *adaptive // nil for a fixed bulkhead (New)
 	fixed    held      // a fixed bulkhead's permits held above its limit (SetLimit)

@@ -26,7 +26,7 @@ func TestAcquireWait(t *testing.T) {
 		releaseAfter time.Duration // 0: the holder keeps its permits
 		wantErr      bool
 		wantPlain    bool // the error must be ErrFull itself
-		notRefused  bool // a failure that is not a refusal (the caller cancelled)
+		notRefused   bool // a failure that is not a refusal (the caller cancelled)
 		wantIs       []error
 		wantNotIs    []error
 		wantElapsed  time.Duration

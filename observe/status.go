@@ -32,9 +32,9 @@ type Status struct {
 	OK               uint64 `json:"ok"`                // calls answered with a response the breaker counts a success (outcome ok)
 	Retries          uint64 `json:"retries"`           // retries sent
 	GaveUp           uint64 `json:"gave_up"`           // calls that sent requests and ended on a failure: gave_up, failed (a 501), retry_throttled, canceled
-	BulkheadRefused uint64 `json:"bulkhead_refused"` // calls refused by the bulkhead
-	BreakerRefused  uint64 `json:"breaker_refused"`  // calls refused by the breaker
-	BudgetRefused   uint64 `json:"budget_refused"`   // calls refused because the caller's budget was spent
+	BulkheadRefused  uint64 `json:"bulkhead_refused"`  // calls refused by the bulkhead
+	BreakerRefused   uint64 `json:"breaker_refused"`   // calls refused by the breaker
+	BudgetRefused    uint64 `json:"budget_refused"`    // calls refused because the caller's budget was spent
 	BudgetCapped     uint64 `json:"budget_capped"`     // calls whose deadline came from the caller's budget
 	RetriesThrottled uint64 `json:"retries_throttled"` // retries refused by the retry throttle (RETRY_BUDGET_*)
 	HedgesSent       uint64 `json:"hedges_sent"`       // extra copies sent by hedging (HEDGE_DELAY)
@@ -84,7 +84,7 @@ type FleetSync struct {
 	// to the pod's own bounds (an open time past BREAKER_OPEN_TIMEOUT, a
 	// lease past its life). Both are for the whole fleet of this pod.
 	Malformed uint64 `json:"malformed,omitempty"`
-	Capped   uint64 `json:"capped,omitempty"`
+	Capped    uint64 `json:"capped,omitempty"`
 }
 
 // RateStatus is the state of a system's quota of requests (RATE_LIMIT).

@@ -42,7 +42,7 @@ func (c *Client) Status() observe.Status {
 		BulkheadRefused: c.bh.Refused(),
 		BreakerRefused: c.refusedBy(observe.OutcomeBreakerOpen) + c.ended(observe.OutcomeBreakerOpen) +
 			c.refusedBy(observe.OutcomeForcedOpen) + c.ended(observe.OutcomeForcedOpen),
-		BudgetRefused:   c.refusedBy(observe.OutcomeBudgetSpent),
+		BudgetRefused:    c.refusedBy(observe.OutcomeBudgetSpent),
 		BudgetCapped:     c.stats.capped.Load(),
 		RetriesThrottled: c.ended(observe.OutcomeRetryThrottled),
 		Fleet:            fleet,
