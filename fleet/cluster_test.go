@@ -212,7 +212,7 @@ func clusterBreaker(t *testing.T, cl *redistest.Cluster) {
 // RATE_LIMIT=200/s, scope fleet, one system per master, for 5s: the pods
 // send at most 210 (limit + burst) of each system within any second, the
 // shares of each system never sum above 200/s and hold at least 160/s on
-// average (checkQuotaRun).
+// average (quotaRun.check).
 func clusterQuota(t *testing.T, cl *redistest.Cluster) {
 	names := spread(t, cl, "cquota")
 	ups, bases := map[string]*arrivals{}, map[string]string{}
@@ -241,7 +241,7 @@ func clusterQuota(t *testing.T, cl *redistest.Cluster) {
 	cancel()
 	wg.Wait()
 	for _, name := range names {
-		checkQuotaRun(t, name, windows(ups[name].since(start), start, end, time.Second), sends.of(name).since(start), gs[name], 200, 10)
+		quotaRun{ws: windows(ups[name].since(start), start, end, time.Second), sent: sends.of(name).since(start), g: gs[name], limit: 200, burst: 10}.check(t, name)
 	}
 	everyMasterRanScripts(t, cl)
 }
@@ -266,7 +266,7 @@ var clusterQuotaEnv = map[string]string{
 // the upstream of one answers one request with a 429 and Retry-After: 2.
 // Every pod learns of the pause, which ends 2s after the answer (within
 // 200ms), and sends that upstream nothing from the moment it knew until
-// then (checkPaused); the other systems are never paused and go on
+// then (pausesSeen.check); the other systems are never paused and go on
 // sending meanwhile, and a pod that starts during the pause learns of it
 // from Redis (judged when it is in sync before the pause ends: on a
 // starved machine it may start too late).
@@ -321,7 +321,7 @@ func clusterPause(t *testing.T, cl *redistest.Cluster) {
 	for _, s := range sends {
 		of = append(of, s.of(names[0]))
 	}
-	checkPaused(t, names[0], seen[names[0]], of, t0)
+	seen[names[0]].check(t, names[0], of, t0)
 	t.Logf("a pod started 1s into the pause of %s was paused until %v after the 429 (started, in sync, %v after it)", names[0], lateUntil.Sub(t0).Round(time.Millisecond), lateAt.Sub(t0).Round(time.Millisecond))
 	if d := lateUntil.Sub(end); lateAt.Before(end.Add(-200*time.Millisecond)) && (d < -200*time.Millisecond || d > 200*time.Millisecond) {
 		t.Errorf("a pod started during the pause is paused until %v after the 429, want the fleet's end, %v, within 200ms", lateUntil.Sub(t0), end.Sub(t0))

@@ -58,7 +58,7 @@ func TestUpstreamPauseStopsEveryPod(t *testing.T) {
 	sleepUntil(seen.end().Add(500 * time.Millisecond))
 	cancel()
 	wg.Wait()
-	checkPaused(t, "payments", seen, sends, t0)
+	seen.check(t, "payments", sends, t0)
 	t.Logf("a pod started 1s into the pause was paused until %v after the 429 (started, in sync, %v after it)", lateUntil.Sub(t0).Round(time.Millisecond), lateAt.Sub(t0).Round(time.Millisecond))
 	if d := lateUntil.Sub(seen.end()); lateAt.Before(seen.end().Add(-200*time.Millisecond)) && (d < -200*time.Millisecond || d > 200*time.Millisecond) {
 		t.Errorf("a pod started during the pause is paused until %v after the 429, want the fleet's end, %v, within 200ms", lateUntil.Sub(t0), seen.end().Sub(t0))
@@ -116,14 +116,14 @@ func (s *pausesSeen) end() time.Time {
 	return end
 }
 
-// checkPaused checks a pause asked by a 429 with Retry-After: 2 answered
+// check checks a pause asked by a 429 with Retry-After: 2 answered
 // at t0, by what each pod did: every pod learned of it (seen); it ends on
 // every pod 2s after the answer, within 200ms (no sooner than asked, no
 // later than 2.2s after the first pod knew); no pod sent a request from
 // 100ms after it knew (a request past the quota just before may still
 // leave) until 10ms before the pause ended (a pause read from Redis is in
 // whole milliseconds); and the pods sent again after it.
-func checkPaused(t *testing.T, what string, seen *pausesSeen, sends []*sendTimes, t0 time.Time) {
+func (seen *pausesSeen) check(t *testing.T, what string, sends []*sendTimes, t0 time.Time) {
 	t.Helper()
 	seen.mu.Lock()
 	defer seen.mu.Unlock()

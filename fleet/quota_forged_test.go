@@ -44,7 +44,7 @@ return 1
 // in the middle of the forgery. The totals alone never grant a pod more
 // than an even split (limit / pods), and a pod holding more counts every
 // entry on every tick: the pods send at most limit + burst in any second
-// (checkQuotaRun's bound, 110) plus what a pod below an even split may
+// (quotaRun.check's bound, 110) plus what a pod below an even split may
 // take from forged totals before the next count takes it back, one tick
 // and a round trip of its even split (50/s x 300 ms = 15), during the
 // forgery and after it. The forgery is counted in Sync.Malformed.

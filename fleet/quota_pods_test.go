@@ -140,7 +140,17 @@ func (s *sendTimes) record(at time.Time) {
 	s.mu.Unlock()
 }
 
-// checkQuotaRun checks a run at RATE_LIMIT limit/s with burst by what
+// quotaRun is what one run of a fleet quota left to judge: the
+// upstream's 1s windows, the times the pods sent, the shares granted, and
+// the quota's limit and burst.
+type quotaRun struct {
+	ws           []int
+	sent         []time.Time
+	g            *grants
+	limit, burst int
+}
+
+// check checks the run at RATE_LIMIT limit/s with burst by what
 // the quota itself decided, whatever the machine's speed: the pods sent
 // at most limit + burst within any one second (sent, a sliding window; 5
 // more for the moment between a token and its request), the grants never
@@ -149,8 +159,9 @@ func (s *sendTimes) record(at time.Time) {
 // (checkGranted). How many
 // requests a second the upstream saw is logged, not judged: on a starved
 // machine the callers may not ask for the whole limit.
-func checkQuotaRun(t *testing.T, what string, ws []int, sent []time.Time, g *grants, limit, burst int) {
+func (r quotaRun) check(t *testing.T, what string) {
 	t.Helper()
+	ws, sent, g, limit, burst := r.ws, r.sent, r.g, r.limit, r.burst
 	total := 0
 	for _, n := range ws {
 		total += n

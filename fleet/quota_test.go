@@ -18,7 +18,7 @@ import (
 // RATE_LIMIT=200/s, scope fleet, for 10s: the pods never send more than
 // 210 (limit + burst) within any one second (a sliding window), their
 // shares never sum above 200/s, and the quota is granted: the shares
-// hold at least 160/s on average (checkQuotaRun).
+// hold at least 160/s on average (quotaRun.check).
 func TestFleetQuotaHoldsTheLimitAcrossPods(t *testing.T) {
 	srv := redistest.Start(t)
 	up := newArrivals(t, nil)
@@ -45,7 +45,7 @@ func TestFleetQuotaHoldsTheLimitAcrossPods(t *testing.T) {
 		st := p.c.Status().Rate
 		t.Logf("pod: share %.2f/s burst %d synced %v refused %d", st.Share, st.Burst, st.Synced, st.Refused)
 	}
-	checkQuotaRun(t, "10 pods", ws, sends.since(start), g, 200, 10)
+	quotaRun{ws: ws, sent: sends.since(start), g: g, limit: 200, burst: 10}.check(t, "10 pods")
 }
 
 // TestFleetQuotaFollowsSkewedDemand: one pod of 10 makes about 90% of
@@ -79,8 +79,8 @@ func TestFleetQuotaFollowsSkewedDemand(t *testing.T) {
 	refused := refusedOf(pods[1:]) - refused0
 	t.Logf("the busy pod had 150/s of 200/s %v after the load began; then over 2s it held %s of all the shares' %s; the 9 others were refused %d (served: busy %d, others %d)",
 		took, busy, all, refused, busyServed.Load(), othersServed.Load())
-	checkShares(t, "the busy pod", busy, 150, 200)
-	checkShares(t, "all pods", all, 0, 200)
+	busy.check(t, "the busy pod", 150, 200)
+	all.check(t, "all pods", 0, 200)
 	if refused != 0 {
 		t.Errorf("the 9 other pods were refused %d calls at 2/s each, want none: each is granted what it asks", refused)
 	}
@@ -95,8 +95,8 @@ func TestFleetQuotaFollowsSkewedDemand(t *testing.T) {
 	})
 	others, all := watchPhase(t, time.Second, pods[1:], pods)
 	t.Logf("the busy pod stopped: the 9 others had 180/s of 200/s %v later, then held %s of all the shares' %s (served %d)", back, others, all, after.Load())
-	checkShares(t, "the 9 others", others, 160, 200)
-	checkShares(t, "all pods", all, 0, 200)
+	others.check(t, "the 9 others", 160, 200)
+	all.check(t, "all pods", 0, 200)
 }
 
 // watchPhase samples the shares of some pods and of all for d.
@@ -110,9 +110,9 @@ func watchPhase(t *testing.T, d time.Duration, some, all []*pod) (*grants, *gran
 	return g, a
 }
 
-// checkShares fails the test unless the shares in g held at least mean
+// check fails the test unless the shares in g held at least mean
 // on average and never summed above most.
-func checkShares(t *testing.T, what string, g *grants, mean, most float64) {
+func (g *grants) check(t *testing.T, what string, mean, most float64) {
 	t.Helper()
 	if g.n == 0 {
 		t.Fatalf("%s: no sample of the shares", what)
