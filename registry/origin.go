@@ -63,17 +63,6 @@ func stripCredentials(h http.Header) {
 	delete(h, capbudget.Header)
 }
 
-// isCredential reports whether the canonical header key k is one of the
-// [credentialHeaders].
-func isCredential(k string) bool {
-	for _, c := range credentialHeaders {
-		if c == k {
-			return true
-		}
-	}
-	return false
-}
-
 // setBasicAuth is the one userinfo rule: a URL's userinfo is sent as Basic
 // auth, unless the request already carries an Authorization (the
 // caller's own wins). It reports whether it set one. h must be the
