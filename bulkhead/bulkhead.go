@@ -203,6 +203,12 @@ func (b *Bulkhead) Refused() uint64 {
 	return b.refused.Load()
 }
 
+// Rejected is [Bulkhead.Refused], under its first name.
+//
+// Deprecated: use [Bulkhead.Refused]; outbound says refused for a call
+// not sent.
+func (b *Bulkhead) Rejected() uint64 { return b.Refused() }
+
 // SetLimit makes a bulkhead of [New] admit at most n calls at once, n
 // from 1 to its capacity: a change of MAX_CONCURRENT while the service
 // runs. A lower limit fails no call in flight: the bulkhead takes the
