@@ -138,10 +138,7 @@ func TestRefusalIsACallOutcomeAndNoRequest(t *testing.T) {
 func TestRetryRefusedByTheBreakerIsNoRequest(t *testing.T) {
 	t.Parallel()
 	up := outboundtest.NewUpstream(t, hangOr503())
-	for _, tc := range []struct{ name, path, errorType string }{
-		{"503", "/down", "503"},
-		{"read timeout", "/hang", "read timeout"},
-	} {
+	for _, tc := range refusedRetryCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := newRig(t, env(up.URL, breakerOpensOnTheFirstFailureEnv))

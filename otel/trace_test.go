@@ -199,10 +199,7 @@ func TestRefusalIsAnEventOfTheCallSpanWithoutAttempt(t *testing.T) {
 func TestRetryRefusedByTheBreakerIsNoAttemptSpan(t *testing.T) {
 	t.Parallel()
 	up := outboundtest.NewUpstream(t, hangOr503())
-	for _, tc := range []struct{ name, path, errorType string }{
-		{"503", "/down", "503"},
-		{"read timeout", "/hang", "read timeout"},
-	} {
+	for _, tc := range refusedRetryCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := newRig(t, env(up.URL, breakerOpensOnTheFirstFailureEnv))
@@ -234,6 +231,14 @@ func TestRetryRefusedByTheBreakerIsNoAttemptSpan(t *testing.T) {
 var breakerOpensOnTheFirstFailureEnv = map[string]string{"RETRIES": "2", "BACKOFF_BASE": "1ms", "BACKOFF_MAX": "2ms",
 	"BREAKER_MIN_REQUESTS": "1", "BREAKER_FAILURE_RATIO": "0.5", "BREAKER_OPEN_TIMEOUT": "1h",
 	"CONNECT_TIMEOUT": "100ms", "TLS_HANDSHAKE_TIMEOUT": "100ms", "READ_TIMEOUT": "200ms"}
+
+// refusedRetryCases are the failures of a first attempt that opens the
+// breaker, so that the retry is refused: the path of hangOr503 that
+// meets each, and the error.type the attempt ends with.
+var refusedRetryCases = []struct{ name, path, errorType string }{
+	{"503", "/down", "503"},
+	{"read timeout", "/hang", "read timeout"},
+}
 
 // hangOr503 answers /hang after the client has gone, and anything else
 // with a 503.
