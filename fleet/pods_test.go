@@ -15,6 +15,7 @@ import (
 
 	"github.com/outbound-go/outbound/fleet"
 	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest/registrytest"
 	"github.com/outbound-go/outbound/registry"
 )
@@ -197,4 +198,59 @@ func writeAlive(srv *redistest.Server, ns string, n int, life time.Duration) err
 	}
 	_, err := srv.Do(words...)
 	return err
+}
+
+// openTogether is how the pods' breakers opening together is judged: each
+// pod calls once per openEvery until it sees its breaker open, and counts
+// the calls it sent after the first pod of its system saw it open. A pod
+// that applies the fleet's open state within openBound sends at most
+// openBound of calls, and the one in flight, after the first. Counting
+// calls rather than time judges what the pods sent: a starved machine
+// slows the callers as much as it slows the fleet's messages.
+const openEvery, openBound = 20 * time.Millisecond, 100 * time.Millisecond
+
+// openCaller is one pod's client of one system, for openTogether.
+type openCaller struct {
+	system string
+	c      *registry.Client
+}
+
+// callUntilOpen runs each caller until its breaker is open, or ctx ends,
+// and returns the calls each sent after the first of its system saw the
+// breaker open.
+func callUntilOpen(ctx context.Context, callers []openCaller) []int {
+	var mu sync.Mutex
+	opened := map[string]bool{} // a pod has seen the system's breaker open
+	late := make([]int, len(callers))
+	var wg sync.WaitGroup
+	for i, oc := range callers {
+		wg.Go(func() {
+			for ctx.Err() == nil && oc.c.Status().Breaker != observe.BreakerOpen {
+				mu.Lock()
+				after := opened[oc.system]
+				mu.Unlock()
+				if err := get(ctx, oc.c); after && !errors.Is(err, registry.ErrCircuitOpen) {
+					late[i]++
+				}
+				time.Sleep(openEvery)
+			}
+			mu.Lock()
+			opened[oc.system] = true
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return late
+}
+
+// checkOpenTogether fails t when a pod sent more calls after the first
+// pod saw the breaker open than openBound allows.
+func checkOpenTogether(t *testing.T, late []int) {
+	t.Helper()
+	want := int(openBound/openEvery) + 1
+	t.Logf("calls each pod sent after the first pod saw the breaker open: %v", late)
+	if most := slices.Max(late); most > want {
+		t.Errorf("a pod sent %d calls after the first pod saw the breaker open, want at most %d (%v of calls, one per %v, and the one in flight)",
+			most, want, openBound, openEvery)
+	}
 }
