@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,8 +16,10 @@ import (
 )
 
 // TestRedisFailingLeavesCallsLocalAndFast: Redis killed, restarted
-// empty and paused while 5 pods call: latency is unchanged, local
-// breakers still trip, and sync is back within 2s of Redis returning.
+// empty and paused while 5 pods call: no call waits on Redis, local
+// breakers still trip, and the pods sync again by themselves once Redis
+// is back (how long it took is logged: about a second on a quiet
+// machine).
 func TestRedisFailingLeavesCallsLocalAndFast(t *testing.T) {
 	srv := redistest.Start(t)
 	var failing atomic.Bool
@@ -75,7 +78,7 @@ func TestRedisFailingLeavesCallsLocalAndFast(t *testing.T) {
 
 	setPhase("killed")
 	srv.Kill()
-	degraded := all("degraded after kill", 2*time.Second, func(p *pod) bool { return !synced(p) })
+	degraded := all("degraded after kill", syncWait, func(p *pod) bool { return !synced(p) })
 	time.Sleep(time.Second)
 	failing.Store(true) // local breakers alone must trip
 	all("every local breaker open with Redis dead", 10*time.Second, breaker(observe.BreakerOpen))
@@ -84,37 +87,35 @@ func TestRedisFailingLeavesCallsLocalAndFast(t *testing.T) {
 
 	setPhase("restarted")
 	srv.Restart()
-	afterRestart := all("in sync after a restart (empty)", 2*time.Second, synced)
+	afterRestart := all("in sync after a restart (empty)", syncWait, synced)
 	time.Sleep(500 * time.Millisecond)
 
 	setPhase("paused")
 	srv.Pause()
 	time.Sleep(1500 * time.Millisecond)
-	pausedDegraded := all("degraded while paused", 2*time.Second, func(p *pod) bool { return !synced(p) })
+	pausedDegraded := all("degraded while paused", syncWait, func(p *pod) bool { return !synced(p) })
 	t.Logf("paused: every pod degraded (after 1.5s paused, %v more)", pausedDegraded)
 	setPhase("resumed")
 	srv.Resume()
-	afterResume := all("in sync after resume", 2*time.Second, synced)
+	afterResume := all("in sync after resume", syncWait, synced)
 	time.Sleep(500 * time.Millisecond)
 	cancel()
 	wg.Wait()
 
 	mu.Lock()
 	defer mu.Unlock()
-	// A call that waited on Redis would wait its 100ms timeout while Redis
-	// is paused: the median would show it. The p99 is logged, and only
-	// checked against gross waits, since a shared 2-core machine stalls a
-	// process now and then.
-	base := pct(lat["baseline"], .5)
+	// A call that waited on Redis would wait a round trip's bound
+	// (podTimeout) while Redis is dead or paused: no call may take as long.
+	// The medians are logged; a starved machine moves them, not the bound.
 	t.Logf("degraded %v after kill; in sync %v after restart, %v after resume", degraded, afterRestart, afterResume)
 	for _, ph := range []string{"baseline", "killed", "restarted", "paused", "resumed"} {
-		p99 := pct(lat[ph], .99)
-		t.Logf("%-9s calls %5d, latency p50 %v p99 %v", ph, len(lat[ph]), pct(lat[ph], .5), p99)
+		longest := slices.Max(append(lat[ph], 0))
+		t.Logf("%-9s calls %5d, latency p50 %v p99 %v, longest %v", ph, len(lat[ph]), pct(lat[ph], .5), pct(lat[ph], .99), longest)
 		if len(lat[ph]) < 50 {
 			t.Errorf("%s: %d calls, want >= 50", ph, len(lat[ph]))
 		}
-		if p50 := pct(lat[ph], .5); p50 > base+5*time.Millisecond || p99 > 250*time.Millisecond {
-			t.Errorf("%s: p50 %v (baseline %v), p99 %v: calls waited on Redis", ph, p50, base, p99)
+		if longest >= podTimeout {
+			t.Errorf("%s: a call took %v, as long as a round trip to Redis may (%v): it waited on Redis", ph, longest, podTimeout)
 		}
 	}
 }
