@@ -90,16 +90,21 @@ func TestForcedOpenReachesEveryPod(t *testing.T) {
 			last = until
 		}
 	}
-	everyPod(t, pods, 2*time.Second, "the override ended on every pod", func(p *pod) bool { return forcedOn(p, "") })
+	// Each pod reads the override's end itself: once its time has passed,
+	// no pod holds it, with no message or timer needed, however late a
+	// starved machine runs this check.
+	time.Sleep(time.Until(last) + time.Millisecond)
+	for i, p := range pods {
+		if !forcedOn(p, "") {
+			t.Errorf("pod %d: still forced (%+v) after the override's end", i, p.c.Status().Forced)
+		}
+	}
 	over := time.Since(last)
 	if v, err := srv.Do("EXISTS", "outbound:fleet:{force:payments}:force"); err != nil || v != "0" {
 		t.Errorf("the override is still in Redis after its end: %q %v", v, err)
 	}
-	t.Logf("forced open on one pod: on all 5 within %v; a pod started then read it within %v; released on all 6 within %v; an override of 1s ended on all %v after its time",
+	t.Logf("forced open on one pod: on all 5 within %v; a pod started then read it within %v; released on all 6 within %v; an override of 1s ended on all, checked %v after its time",
 		reached, restart, released, over)
-	if over > 100*time.Millisecond {
-		t.Errorf("the override ended %v after its time, want at once (each pod reads its end)", over)
-	}
 }
 
 // TestForceWithoutARegistry: the operator's command forces a system's
