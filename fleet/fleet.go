@@ -80,6 +80,7 @@ type Fleet struct {
 	malformed  atomic.Uint64 // values read that were malformed or out of range
 	capped     atomic.Uint64 // open times read past now + BREAKER_OPEN_TIMEOUT
 	readSoon   atomic.Bool   // read every state on the next round trip
+	reads      atomic.Uint64 // round trips that read every state back
 	tickNs     atomic.Int64  // the loop's tick (pace.go)
 	podsSeen   atomic.Int64  // the pods alive, last counted (pace.go)
 	// failingSince is when the round trips began to fail, zero while they

@@ -40,7 +40,13 @@ func testLocal(s settings) *gobreaker.CircuitBreaker[*http.Response] {
 // pod is one fleet with one system, "payments".
 func newPod(t *testing.T, srv *redistest.Server, ns string, s settings) (*Fleet, *circuit) {
 	t.Helper()
-	f, err := New(context.Background(), Config{RedisURL: srv.URL(), Namespace: ns, FlushInterval: 50 * time.Millisecond})
+	return newPodWith(t, Config{RedisURL: srv.URL(), Namespace: ns, FlushInterval: 50 * time.Millisecond}, s)
+}
+
+// newPodWith is newPod with the fleet's configuration cfg.
+func newPodWith(t *testing.T, cfg Config, s settings) (*Fleet, *circuit) {
+	t.Helper()
+	f, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,8 @@ func (f *Fleet) loop(ctx context.Context) {
 		case <-f.wakeCh:
 		}
 		read := f.readSoon.Swap(false) || !f.synced.Load() || time.Since(lastRead) >= f.readEvery()
-		if f.step(ctx, read) && read {
+		readAll := f.step(ctx, read) && read
+		if readAll {
 			lastRead = time.Now()
 		}
 		if t := f.tick(); t != cur {
@@ -43,6 +44,9 @@ func (f *Fleet) loop(ctx context.Context) {
 			cur = t
 		}
 		f.showAll() // what the round trip read, or the open time passing
+		if readAll {
+			f.reads.Add(1) // once what it read is shown
+		}
 		f.remind()
 	}
 }

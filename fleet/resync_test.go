@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"testing"
@@ -12,17 +11,24 @@ import (
 	"github.com/outbound-go/outbound/fleet/redistest"
 )
 
+// resyncTimeout is the round trip's bound of the pods of the degraded
+// and stall tests: a call that waited on Redis would wait that long, far
+// longer than a starved machine stalls a goroutine.
+const resyncTimeout = time.Second
+
 // TestDegradedAndResync: Redis killed, restarted empty, paused: calls
 // never wait, the pods go local, and come back in sync with the state
 // they had (an open that Redis forgot is written back).
 func TestDegradedAndResync(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var fleets []*Fleet
 	var pods []*circuit
 	for range 2 {
 		s := testSettings
 		s.openTimeout = time.Minute // open through the drill
-		f, c := newPod(t, srv, "degraded", s)
+		f, c := newPodWith(t, Config{RedisURL: srv.URL(), Namespace: "degraded", FlushInterval: 50 * time.Millisecond,
+			Timeout: resyncTimeout}, s)
 		waitFor(t, syncWait, "sync", f.synced.Load)
 		fleets, pods = append(fleets, f), append(pods, c)
 	}
@@ -30,13 +36,13 @@ func TestDegradedAndResync(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range pods {
-		waitFor(t, time.Second, "open", func() bool { return c.State() == gobreaker.StateOpen })
+		waitFor(t, syncWait, "open", func() bool { return c.State() == gobreaker.StateOpen })
 	}
 	ok := func() (*http.Response, error) { return &http.Response{StatusCode: 200}, nil }
 
 	srv.Kill()
 	for _, f := range fleets {
-		d := waitFor(t, 2*time.Second, "degraded after kill", func() bool { return !f.Sync().Synced })
+		d := waitFor(t, syncWait, "degraded after kill", func() bool { return !f.Sync().Synced })
 		t.Logf("degraded %v after kill: %s", d, f.Sync().LastError)
 	}
 	for i, c := range pods {
@@ -44,9 +50,7 @@ func TestDegradedAndResync(t *testing.T) {
 		if _, err := c.Execute(ok); err != nil {
 			t.Errorf("pod %d degraded: %v, want the local breaker's answer (closed)", i, err)
 		}
-		// Generous: a call that waited on Redis would wait its 100ms
-		// timeout; this machine may stall a goroutine for a few ms.
-		if d := time.Since(start); d > 50*time.Millisecond {
+		if d := time.Since(start); d >= resyncTimeout {
 			t.Errorf("pod %d: a call took %v with Redis dead", i, d)
 		}
 	}
@@ -56,7 +60,7 @@ func TestDegradedAndResync(t *testing.T) {
 		d := waitFor(t, syncWait, "in sync after restart", func() bool { return f.Sync().Synced })
 		t.Logf("in sync %v after restart", d)
 	}
-	waitFor(t, time.Second, "the open written back", func() bool {
+	waitFor(t, syncWait, "the open written back", func() bool {
 		got, _ := srv.Do("HGET", pods[0].base+":state", "s")
 		return got == "1"
 	})
@@ -71,11 +75,11 @@ func TestDegradedAndResync(t *testing.T) {
 
 	srv.Pause()
 	start := time.Now()
-	if _, err := pods[0].Execute(ok); !errors.Is(err, gobreaker.ErrOpenState) || time.Since(start) > 50*time.Millisecond {
+	if _, err := pods[0].Execute(ok); !errors.Is(err, gobreaker.ErrOpenState) || time.Since(start) >= resyncTimeout {
 		t.Errorf("paused Redis: %v after %v, want open at once", err, time.Since(start))
 	}
 	for _, f := range fleets {
-		waitFor(t, 3*time.Second, "degraded while paused", func() bool { return !f.Sync().Synced })
+		waitFor(t, syncWait, "degraded while paused", func() bool { return !f.Sync().Synced })
 	}
 	srv.Resume()
 	for _, f := range fleets {
@@ -90,25 +94,18 @@ func TestDegradedAndResync(t *testing.T) {
 // upstream, and it stays in sync. A stall that lasts is a failure
 // (TestDegradedAndResync).
 func TestBriefStallKeepsTheFleetState(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	s := testSettings
 	s.openTimeout = time.Minute
-	const timeout = 200 * time.Millisecond
-	f, err := New(context.Background(), Config{RedisURL: srv.URL(), Namespace: "stall", FlushInterval: 50 * time.Millisecond,
-		Timeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	c, err := f.add(s, testLocal(s), testJudge)
-	if err != nil {
-		t.Fatal(err)
-	}
+	const timeout = resyncTimeout
+	f, c := newPodWith(t, Config{RedisURL: srv.URL(), Namespace: "stall", FlushInterval: 50 * time.Millisecond,
+		Timeout: timeout}, s)
 	waitFor(t, syncWait, "sync", f.synced.Load)
 	if _, err := runOp(c, tripOf(0)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Second, "open", func() bool { return c.State() == gobreaker.StateOpen })
+	waitFor(t, syncWait, "open", func() bool { return c.State() == gobreaker.StateOpen })
 	sent := 0
 	call := func() {
 		c.Execute(func() (*http.Response, error) { sent++; return &http.Response{StatusCode: 200}, nil })
@@ -117,7 +114,7 @@ func TestBriefStallKeepsTheFleetState(t *testing.T) {
 	start := time.Now()
 	f.readSoon.Store(true)
 	f.wake() // a round trip now, into the stall
-	for f.Sync().LastError == "" && time.Since(start) < 5*time.Second {
+	for f.Sync().LastError == "" && time.Since(start) < syncWait {
 		call()
 		time.Sleep(time.Millisecond)
 	}
