@@ -22,6 +22,7 @@ func bare(s settings) *circuit {
 // clock; after it, only a leased probe goes, once per lease, and an
 // excluded outcome gives the lease back.
 func TestCircuitOpenThenHalfOpen(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := bare(testSettings)
 		sent := 0
@@ -64,6 +65,7 @@ var errExcludedForTest = errors.New("excluded")
 // TestCircuitDegradedIsLocal: out of sync, the local breaker decides and
 // nothing is counted for the fleet.
 func TestCircuitDegradedIsLocal(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := bare(testSettings)
 		c.apply(state{ver: 1, open: true, left: time.Hour}, time.Now())

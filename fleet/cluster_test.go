@@ -27,6 +27,7 @@ import (
 // TestOnRedisCluster runs the fleet's core behaviours on one cluster,
 // each in a namespace of its own.
 func TestOnRedisCluster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t)
 	t.Run("breaker opens every pod and recovers", func(t *testing.T) { clusterBreaker(t, cl) })
 	t.Run("quota holds the limit across pods", func(t *testing.T) { clusterQuota(t, cl) })
@@ -180,7 +181,7 @@ func clusterBreaker(t *testing.T, cl *redistest.Cluster) {
 	healthy.Store(true)
 	for _, p := range pods {
 		for name, c := range p.clients {
-			waitFor(t, 5*time.Second, name+" closed again", func() bool {
+			waitFor(t, syncWait, name+" closed again", func() bool {
 				get(ctx, c)
 				return c.Status().Breaker == observe.BreakerClosed
 			})
@@ -288,7 +289,7 @@ func clusterPause(t *testing.T, cl *redistest.Cluster) {
 	}
 	time.Sleep(time.Second)
 	trigger.Store(true)
-	waitFor(t, 10*time.Second, "the 429", func() bool { return answered.Load() != 0 })
+	waitFor(t, syncWait, "the 429", func() bool { return answered.Load() != 0 })
 	t0 := time.Unix(0, answered.Load())
 	time.Sleep(time.Second)
 	late := startMultiPods(t, 1, cl, "cpause", bases, clusterQuotaEnv)[0]

@@ -302,6 +302,7 @@ func BenchmarkRedisCost(b *testing.B) {
 // share is its own): the 50 systems cost less CPU per system than the 1
 // system does, as their ops share the calls.
 func TestRedisCostFollowsPodsNotSystems(t *testing.T) {
+	t.Parallel()
 	const pods = 5
 	one := measureCost(t, costSetup{pods: pods, systems: 1, callsPerSec: 20, d: 3 * time.Second}).perPod(pods)
 	many := measureCost(t, costSetup{pods: pods, systems: 50, callsPerSec: 20, d: 3 * time.Second}).perPod(pods)

@@ -21,6 +21,7 @@ import (
 // is back (how long it took is logged: about a second on a quiet
 // machine).
 func TestRedisFailingLeavesCallsLocalAndFast(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var failing atomic.Bool
 	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -74,31 +75,45 @@ func TestRedisFailingLeavesCallsLocalAndFast(t *testing.T) {
 	breaker := func(s observe.BreakerState) func(*pod) bool {
 		return func(p *pod) bool { return p.c.Status().Breaker == s }
 	}
+	// enough waits until phase ph has 50 calls to judge, however slowly a
+	// starved machine runs the callers.
+	enough := func(ph string) {
+		waitFor(t, syncWait, ph+": 50 calls", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(lat[ph]) >= 50
+		})
+	}
 	time.Sleep(time.Second)
+	enough("baseline")
 
 	setPhase("killed")
 	srv.Kill()
 	degraded := all("degraded after kill", syncWait, func(p *pod) bool { return !synced(p) })
 	time.Sleep(time.Second)
+	enough("killed")
 	failing.Store(true) // local breakers alone must trip
-	all("every local breaker open with Redis dead", 10*time.Second, breaker(observe.BreakerOpen))
+	all("every local breaker open with Redis dead", syncWait, breaker(observe.BreakerOpen))
 	failing.Store(false)
-	all("closed again", 3*time.Second, breaker(observe.BreakerClosed))
+	all("closed again", syncWait, breaker(observe.BreakerClosed))
 
 	setPhase("restarted")
 	srv.Restart()
 	afterRestart := all("in sync after a restart (empty)", syncWait, synced)
 	time.Sleep(500 * time.Millisecond)
+	enough("restarted")
 
 	setPhase("paused")
 	srv.Pause()
 	time.Sleep(1500 * time.Millisecond)
+	enough("paused")
 	pausedDegraded := all("degraded while paused", syncWait, func(p *pod) bool { return !synced(p) })
 	t.Logf("paused: every pod degraded (after 1.5s paused, %v more)", pausedDegraded)
 	setPhase("resumed")
 	srv.Resume()
 	afterResume := all("in sync after resume", syncWait, synced)
 	time.Sleep(500 * time.Millisecond)
+	enough("resumed")
 	cancel()
 	wg.Wait()
 
@@ -111,9 +126,6 @@ func TestRedisFailingLeavesCallsLocalAndFast(t *testing.T) {
 	for _, ph := range []string{"baseline", "killed", "restarted", "paused", "resumed"} {
 		longest := slices.Max(append(lat[ph], 0))
 		t.Logf("%-9s calls %5d, latency p50 %v p99 %v, longest %v", ph, len(lat[ph]), pct(lat[ph], .5), pct(lat[ph], .99), longest)
-		if len(lat[ph]) < 50 {
-			t.Errorf("%s: %d calls, want >= 50", ph, len(lat[ph]))
-		}
 		if longest >= podTimeout {
 			t.Errorf("%s: a call took %v, as long as a round trip to Redis may (%v): it waited on Redis", ph, longest, podTimeout)
 		}

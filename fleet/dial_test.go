@@ -30,6 +30,7 @@ func goRedisURL(t *testing.T, u string) string {
 // rules accept no URL go-redis would refuse, and refuse none for a reason
 // of their own but those they state.
 func TestDialReadsTheURLAsGoRedisDoes(t *testing.T) {
+	t.Parallel()
 	for _, u := range []string{
 		"redis://127.0.0.1:6390",
 		"redis://r.internal",

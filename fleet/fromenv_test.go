@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/fleet"
@@ -46,6 +45,7 @@ func TestFromEnvWithoutRedis(t *testing.T) {
 // TestNewRefusesBadSettings: New checks its settings with config's rules,
 // and never shows the password.
 func TestNewRefusesBadSettings(t *testing.T) {
+	t.Parallel()
 	for _, cfg := range []fleet.Config{
 		{RedisURL: "", Namespace: "a"},
 		{RedisURL: "http://:hunter2@redis:6379", Namespace: "a"},
@@ -71,6 +71,7 @@ func TestNewRefusesBadSettings(t *testing.T) {
 // error: the pod starts local, calls go through, and it syncs once Redis
 // answers.
 func TestStartWithRedisDown(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	srv.Kill()
 	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
@@ -122,7 +123,7 @@ func TestFromEnvWithLogger(t *testing.T) {
 		"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": "http://127.0.0.1:1", "PAYMENTS_BREAKER_SCOPE": "fleet",
 		"OUTBOUND_FLEET_REDIS_URL": srv.URL(), "OUTBOUND_FLEET_NAMESPACE": "logged",
 	}, registrytest.With(f.Option()))
-	waitFor(t, 2*time.Second, "a record", func() bool { return strings.Contains(buf.String(), "out of sync") })
+	waitFor(t, syncWait, "a record", func() bool { return strings.Contains(buf.String(), "out of sync") })
 	if s := buf.String(); !strings.Contains(s, "connection refused") || strings.Contains(s, "hunter2") {
 		t.Errorf("the log: %s; want the cause, and no password", s)
 	}
@@ -152,6 +153,7 @@ func (b *syncBuffer) String() string {
 // told in the registry's logger, once each, with the cause; so is a Redis already down when the registry is
 // built.
 func TestFleetLogsThroughTheRegistrysLogger(t *testing.T) {
+	t.Parallel()
 	for _, downFirst := range []bool{false, true} {
 		name := map[bool]string{false: "lost-while-serving", true: "down-before-the-registry"}[downFirst]
 		t.Run(name, func(t *testing.T) {
@@ -164,7 +166,7 @@ func TestFleetLogsThroughTheRegistrysLogger(t *testing.T) {
 			t.Cleanup(func() { f.Close() })
 			if downFirst {
 				srv.Kill()
-				waitFor(t, 2*time.Second, "Redis's loss seen", func() bool { return f.Sync().LastError != "" })
+				waitFor(t, syncWait, "Redis's loss seen", func() bool { return f.Sync().LastError != "" })
 			}
 			var buf syncBuffer
 			registrytest.New(t, map[string]string{
@@ -172,12 +174,12 @@ func TestFleetLogsThroughTheRegistrysLogger(t *testing.T) {
 				"OUTBOUND_FLEET_REDIS_URL": url, "OUTBOUND_FLEET_NAMESPACE": "onelog",
 			}, registrytest.With(f.Option(), registry.WithLogger(slog.New(slog.NewTextHandler(&buf, nil)))))
 			if !downFirst {
-				waitFor(t, 2*time.Second, "in sync", func() bool { return f.Sync().Synced })
+				waitFor(t, syncWait, "in sync", func() bool { return f.Sync().Synced })
 				srv.Kill()
 			}
-			waitFor(t, 3*time.Second, "the loss in the registry's log", func() bool { return strings.Contains(buf.String(), "out of sync") })
+			waitFor(t, syncWait, "the loss in the registry's log", func() bool { return strings.Contains(buf.String(), "out of sync") })
 			srv.Restart()
-			waitFor(t, 3*time.Second, "the return in the registry's log", func() bool { return strings.Contains(buf.String(), "in sync with Redis again") })
+			waitFor(t, syncWait, "the return in the registry's log", func() bool { return strings.Contains(buf.String(), "in sync with Redis again") })
 			s := buf.String()
 			t.Logf("the registry's log:\n%s", s)
 			// Each change once: lost (with its cause), back, and so on (a

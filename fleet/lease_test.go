@@ -24,6 +24,7 @@ import (
 // (Redis slow under load: the pod is local) is not the fleet's and is
 // counted apart.
 func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	s := testSettings
 	s.openTimeout = 300 * time.Millisecond
@@ -38,7 +39,7 @@ func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 		t.Fatalf("trip: %v %v", r, err)
 	}
 	for _, c := range pods {
-		waitFor(t, time.Second, "every pod open", func() bool { return c.view.Load().ver == 1 })
+		waitFor(t, syncWait, "every pod open", func() bool { return c.view.Load().ver == 1 })
 	}
 	calls := &roundCalls{pods: pods, probes: map[int64]int{}}
 	healthy := atomic.Bool{}
@@ -64,7 +65,7 @@ func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 	}
 	time.Sleep(1500 * time.Millisecond)
 	healthy.Store(true)
-	waitFor(t, 3*time.Second, "fleet closed", func() bool {
+	waitFor(t, syncWait, "fleet closed", func() bool {
 		for _, c := range pods {
 			if v := c.view.Load(); v.open {
 				return false
@@ -142,6 +143,7 @@ func newest(pods []*circuit) *view {
 // that expired under a running probe would let another pod take it, one
 // probe more in the round.
 func TestLeaseOutlivesEveryProbeItsGrantAdmits(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s := testSettings
 		s.openTimeout, s.callTimeout = 300*time.Millisecond, 2*time.Second
@@ -166,6 +168,7 @@ func TestLeaseOutlivesEveryProbeItsGrantAdmits(t *testing.T) {
 // Its grant must be over by then, or its probe of round 5 would reach the
 // upstream in round 6's half-open time, beside round 6's own probes.
 func TestGrantEndsBeforeAnotherRoundCanBegin(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s := testSettings
 		s.openTimeout, s.callTimeout = 300*time.Millisecond, 2*time.Second

@@ -46,6 +46,7 @@ func TestHelperRedisDownPod(t *testing.T) {
 // second (the reminder of the test) that it still is, and once that it
 // is back.
 func TestRedisDownIsLoggedOncePerChange(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperRedisDownPod$", "-test.count=1")

@@ -37,9 +37,10 @@ func FuzzParseMessage(f *testing.F) {
 // publishes through Redis (a state changed by the trip op, a pause, an
 // override and its release, a pod's hello) read as what was sent.
 func TestEveryMessageTheScriptsPublishReads(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	f, c := newPod(t, srv, "msgs", testSettings)
-	waitFor(t, 2*time.Second, "sync", f.synced.Load)
+	waitFor(t, syncWait, "sync", f.synced.Load)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -43,7 +43,7 @@ func (l *breakerLog) events() []string {
 func callUntil(t *testing.T, c *registry.Client, want observe.BreakerState) {
 	t.Helper()
 	ctx := context.Background()
-	waitFor(t, 3*time.Second, "breaker "+string(want), func() bool {
+	waitFor(t, syncWait, "breaker "+string(want), func() bool {
 		if c.Status().Breaker == want {
 			return true
 		}
@@ -61,6 +61,7 @@ func callUntil(t *testing.T, c *registry.Client, want observe.BreakerState) {
 // breaker tripped, is told each of its changes once too, though its local
 // breaker and the fleet both moved.
 func TestFleetChangesReachObservers(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var healthy atomic.Bool
 	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -76,7 +77,7 @@ func TestFleetChangesReachObservers(t *testing.T) {
 	b := startPods(t, 1, srv, "observe", "fleet", up.URL, extra, registry.WithObserver(logB), registry.WithObserver(recB))[0]
 
 	callUntil(t, a.c, observe.BreakerOpen)
-	waitFor(t, 2*time.Second, "B told of the fleet's open", func() bool { return len(logB.events()) == 1 })
+	waitFor(t, syncWait, "B told of the fleet's open", func() bool { return len(logB.events()) == 1 })
 	if st := b.c.Status().Breaker; st != observe.BreakerOpen {
 		t.Errorf("B's Status: %s, want open", st)
 	}
@@ -92,9 +93,9 @@ func TestFleetChangesReachObservers(t *testing.T) {
 	}
 	healthy.Store(true)
 	// No call, no Status: the loop tells B of the half-open by itself.
-	waitFor(t, 2*time.Second, "B told of the half-open", func() bool { return len(logB.events()) == 2 })
+	waitFor(t, syncWait, "B told of the half-open", func() bool { return len(logB.events()) == 2 })
 	callUntil(t, b.c, observe.BreakerClosed)
-	waitFor(t, 2*time.Second, "B told of the close", func() bool { return len(logB.events()) == 3 })
+	waitFor(t, syncWait, "B told of the close", func() bool { return len(logB.events()) == 3 })
 
 	// A's own breaker went half-open under the fleet's; a call closes it.
 	callUntil(t, a.c, observe.BreakerClosed)
@@ -112,6 +113,7 @@ func TestFleetChangesReachObservers(t *testing.T) {
 // its observer is told open->closed once; Redis comes back empty, the
 // pods write the open state back, and B is told closed->open once.
 func TestFleetDegradedReachesObservers(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := outboundtest.NewUpstream(t, outboundtest.Reply{Status: http.StatusServiceUnavailable})
 	extra := map[string]string{"PAYMENTS_BREAKER_MIN_REQUESTS": "5", "PAYMENTS_BREAKER_OPEN_TIMEOUT": "30s"}
@@ -120,16 +122,16 @@ func TestFleetDegradedReachesObservers(t *testing.T) {
 	b := startPods(t, 1, srv, "degraded", "fleet", up.URL, extra, registry.WithObserver(logB))[0]
 
 	callUntil(t, a.c, observe.BreakerOpen)
-	waitFor(t, 2*time.Second, "B open", func() bool { return b.c.Status().Breaker == observe.BreakerOpen })
+	waitFor(t, syncWait, "B open", func() bool { return b.c.Status().Breaker == observe.BreakerOpen })
 	srv.Kill()
-	waitFor(t, 2*time.Second, "B degraded", func() bool { return !b.fleet.Sync().Synced })
-	waitFor(t, 2*time.Second, "B told of its local state", func() bool { return len(logB.events()) == 2 })
+	waitFor(t, syncWait, "B degraded", func() bool { return !b.fleet.Sync().Synced })
+	waitFor(t, syncWait, "B told of its local state", func() bool { return len(logB.events()) == 2 })
 	if st := b.c.Status().Breaker; st != observe.BreakerClosed {
 		t.Errorf("B's Status while degraded: %s, want closed (its own breaker)", st)
 	}
 	srv.Restart()
-	waitFor(t, 3*time.Second, "B open again", func() bool { return b.c.Status().Breaker == observe.BreakerOpen })
-	waitFor(t, 2*time.Second, "B told of the open again", func() bool { return len(logB.events()) == 3 })
+	waitFor(t, syncWait, "B open again", func() bool { return b.c.Status().Breaker == observe.BreakerOpen })
+	waitFor(t, syncWait, "B told of the open again", func() bool { return len(logB.events()) == 3 })
 	time.Sleep(300 * time.Millisecond) // a loop tick or so: a repeat would show
 	want := []string{"payments closed->open", "payments open->closed", "payments closed->open"}
 	if got := logB.events(); !slices.Equal(got, want) {

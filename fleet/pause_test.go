@@ -22,6 +22,7 @@ import (
 // Redis (judged when it is in sync before the pause ends: on a starved
 // machine it may start too late).
 func TestUpstreamPauseStopsEveryPod(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var trigger atomic.Bool
 	var answered atomic.Int64 // when the 429 was answered, Unix ns
@@ -49,7 +50,7 @@ func TestUpstreamPauseStopsEveryPod(t *testing.T) {
 	seen := watchPauses(ctx, &wg, clientsOf(pods))
 	time.Sleep(time.Second)
 	trigger.Store(true)
-	waitFor(t, 10*time.Second, "the 429", func() bool { return answered.Load() != 0 })
+	waitFor(t, syncWait, "the 429", func() bool { return answered.Load() != 0 })
 	t0 := time.Unix(0, answered.Load())
 	time.Sleep(time.Second)
 	late := startPods(t, 1, srv, "pause", "local", up.URL, env)[0]
@@ -216,7 +217,7 @@ func TestEveryPodsObserversHearOfAFleetPause(t *testing.T) {
 	if err := get(context.Background(), pods[0].c); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Second, "every pod's observer told", func() bool {
+	waitFor(t, syncWait, "every pod's observer told", func() bool {
 		for _, l := range logs {
 			if len(l.told()) == 0 {
 				return false

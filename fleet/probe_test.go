@@ -18,6 +18,7 @@ import (
 // sends 2 probes across the fleet (5 local breakers would send 10), and
 // the fleet closes once the upstream is healthy.
 func TestFailingHalfOpenRoundsSendTheirProbesFleetWide(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var healthy atomic.Bool
 	var mu sync.Mutex
@@ -44,7 +45,7 @@ func TestFailingHalfOpenRoundsSendTheirProbesFleetWide(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, 3*time.Second, "fleet open", func() bool { return pods[0].c.Status().Breaker == observe.BreakerOpen })
+	waitFor(t, syncWait, "fleet open", func() bool { return pods[0].c.Status().Breaker == observe.BreakerOpen })
 	openedAt := time.Now()
 	time.Sleep(1500 * time.Millisecond) // about 3 half-open rounds, all failing
 	var failing []time.Time
@@ -56,7 +57,7 @@ func TestFailingHalfOpenRoundsSendTheirProbesFleetWide(t *testing.T) {
 	}
 	mu.Unlock()
 	healthy.Store(true)
-	waitFor(t, 3*time.Second, "fleet closed", func() bool {
+	waitFor(t, syncWait, "fleet closed", func() bool {
 		for _, p := range pods {
 			if p.c.Status().Breaker != observe.BreakerClosed {
 				return false

@@ -49,6 +49,7 @@ return 1
 // and a round trip of its even split (50/s x 300 ms = 15), during the
 // forgery and after it. The forgery is counted in Sync.Malformed.
 func TestForgedQuotaTotalsCostNoOvershoot(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, forge string
 		late        time.Duration // when the second pod's load begins

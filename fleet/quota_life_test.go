@@ -25,14 +25,21 @@ func TestDeadPodsShareComesBackByItself(t *testing.T) {
 	died := time.Now()
 	// Wants all of it, holds a third: as the pods would have granted it.
 	f.do(t, "HSET", f.base+":quota", "deadpod", "100000000 33333333 33333333 "+strconv.FormatInt(ms(died.Add(life)), 10))
-	waitFor(t, time.Second, "the pods see the dead pod", func() bool {
-		return sumShares(pods, func(float64) bool { return true }) <= 100-33
+	held := func() bool { return sumShares(pods, func(float64) bool { return true }) <= 100-33 }
+	waitFor(t, syncWait, "the pods see the dead pod, or its life ends", func() bool {
+		return held() || !time.Now().Before(died.Add(life))
 	})
-	waitFor(t, 3*time.Second, "the live pods have the limit again", func() bool {
+	seen := held()
+	waitFor(t, syncWait, "the live pods have the limit again", func() bool {
 		return sumShares(pods, func(s float64) bool { return s >= 49.99 }) == 100
 	})
 	t.Logf("a dead pod's share came back %v after it died (grant life %v)", time.Since(died), life)
-	if d := time.Since(died); d < life {
+	if !seen {
+		// The machine ran the pods' ticks so late that the dead pod's
+		// entry had ended before either counted it: nothing was held to
+		// judge, only its share's return.
+		t.Logf("the pods counted the dead pod's entry only after its life had ended")
+	} else if d := time.Since(died); d < life {
 		t.Errorf("the share came back %v after the pod died, before its grant life (%v): it was not held", d, life)
 	}
 }
@@ -60,7 +67,7 @@ func TestClosedPodGivesItsShareBack(t *testing.T) {
 	if n := fields(); n >= before {
 		t.Errorf("the quota's hash holds %d fields once a pod has closed (%d before): the closed pod's share was not given back", n, before)
 	}
-	d := waitFor(t, 30*time.Second, "the other pod has the whole limit", func() bool {
+	d := waitFor(t, syncWait, "the other pod has the whole limit", func() bool {
 		return pods[0].c.Status().Rate.Share >= 99.99
 	})
 	t.Logf("a pod closed: the other had the whole limit %v later", d)

@@ -58,6 +58,7 @@ func (g grantsOn) ask(pod string, want, ack int64) (grant, pods int64) {
 // only what a no longer holds: a may still send at its old rate until
 // it says (on its next tick) that it applied the cut.
 func TestGrantNeverTakesWhatAnotherPodMayStillSend(t *testing.T) {
+	t.Parallel()
 	g := newGrants(t, 100)
 	if got, _ := g.ask("a", 100, 0); got != 100 {
 		t.Fatalf("a alone, wanting all: granted %d, want 100", got)
@@ -88,6 +89,7 @@ func TestGrantNeverTakesWhatAnotherPodMayStillSend(t *testing.T) {
 // settle at 10, 50 and 140; wants of 10 and 10 of 100 at 50 each (what
 // nobody wants is split evenly).
 func TestGrantsAreMaxMinFair(t *testing.T) {
+	t.Parallel()
 	g := newGrants(t, 200)
 	wants := map[string]int64{"a": 10, "b": 50, "c": 500}
 	got := map[string]int64{}
@@ -118,6 +120,7 @@ func TestGrantsAreMaxMinFair(t *testing.T) {
 // what another may still send at. The grants live for an hour, so that
 // none expires during the run however slow the machine.
 func TestQuotaTotalsFollowTheEntries(t *testing.T) {
+	t.Parallel()
 	g := newGrants(t, 1000)
 	g.life = 3_600_000
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -20,6 +20,7 @@ import (
 // shares never sum above 200/s, and the quota is granted: the shares
 // hold at least 160/s on average (quotaRun.check).
 func TestFleetQuotaHoldsTheLimitAcrossPods(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := newArrivals(t, nil)
 	sends := &sendTimes{}
@@ -50,12 +51,15 @@ func TestFleetQuotaHoldsTheLimitAcrossPods(t *testing.T) {
 
 // TestFleetQuotaFollowsSkewedDemand: one pod of 10 makes about 90% of
 // the calls (32 callers; the other 9 pods one call every 500ms each) and
-// is granted most of the quota (3/4 within a few ticks, and on average
-// over the next 2s) while the others, granted what they ask, are never
-// refused; when it stops and the others get busy, they are granted its
+// is granted most of the quota (3/4 of the limit within a few ticks,
+// then, over the next 2s, 3/4 of what the shares hold on average, the
+// shares holding at least 80% of the limit: a recount that a starved
+// machine runs late moves the total, not how it is split) while the
+// others, granted what they ask, are never refused; when it stops and the others get busy, they are granted its
 // share (90% of the limit, and on average over the next second). The
 // shares never sum above the limit.
 func TestFleetQuotaFollowsSkewedDemand(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := newArrivals(t, nil)
 	pods := startPods(t, 10, srv, "skew", "local", up.URL, quotaEnv("200/s", nil))
@@ -71,7 +75,7 @@ func TestFleetQuotaFollowsSkewedDemand(t *testing.T) {
 	for _, p := range pods[1:] {
 		drive(ctx, &wg, p, 1, 500*time.Millisecond, &othersServed)
 	}
-	took := waitFor(t, 10*time.Second, "the busy pod has 3/4 of the limit", func() bool {
+	took := waitFor(t, syncWait, "the busy pod has 3/4 of the limit", func() bool {
 		return pods[0].c.Status().Rate.Share >= 150
 	})
 	refused0 := refusedOf(pods[1:])
@@ -79,8 +83,8 @@ func TestFleetQuotaFollowsSkewedDemand(t *testing.T) {
 	refused := refusedOf(pods[1:]) - refused0
 	t.Logf("the busy pod had 150/s of 200/s %v after the load began; then over 2s it held %s of all the shares' %s; the 9 others were refused %d (served: busy %d, others %d)",
 		took, busy, all, refused, busyServed.Load(), othersServed.Load())
-	busy.check(t, "the busy pod", 150, 200)
-	all.check(t, "all pods", 0, 200)
+	all.check(t, "all pods", 160, 200)
+	busy.check(t, "the busy pod", 0.75*all.mean, 200)
 	if refused != 0 {
 		t.Errorf("the 9 other pods were refused %d calls at 2/s each, want none: each is granted what it asks", refused)
 	}
@@ -90,7 +94,7 @@ func TestFleetQuotaFollowsSkewedDemand(t *testing.T) {
 	for _, p := range pods[1:] {
 		drive(ctx, &wg, p, 8, 0, &after)
 	}
-	back := waitFor(t, 10*time.Second, "the 9 others have 90% of the limit", func() bool {
+	back := waitFor(t, syncWait, "the 9 others have 90% of the limit", func() bool {
 		return sumShares(pods[1:], func(float64) bool { return true }) >= 180
 	})
 	others, all := watchPhase(t, time.Second, pods[1:], pods)
@@ -150,6 +154,7 @@ func everyShare(pods []*pod, synced bool, want float64) bool {
 // second. Redis comes back empty: the
 // shares come from it again, none above limit / pods.
 func TestFleetQuotaWithoutRedisKeepsTheLimit(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := newArrivals(t, nil)
 	sends := &sendTimes{}
@@ -166,11 +171,11 @@ func TestFleetQuotaWithoutRedisKeepsTheLimit(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	srv.Kill()
 	killed := time.Now()
-	fell := waitFor(t, 15*time.Second, "every pod falls back to limit / pods", func() bool { return everyShare(pods, false, 20) })
+	fell := waitFor(t, syncWait, "every pod falls back to limit / pods", func() bool { return everyShare(pods, false, 20) })
 	time.Sleep(max(0, 4*time.Second-fell))
 	srv.Restart()
 	back := time.Now()
-	resync := waitFor(t, 15*time.Second, "every pod's share from Redis again", func() bool {
+	resync := waitFor(t, syncWait, "every pod's share from Redis again", func() bool {
 		return !slices.ContainsFunc(pods, func(p *pod) bool { return !p.c.Status().Rate.Synced })
 	})
 	time.Sleep(max(0, 3*time.Second-resync))
@@ -203,6 +208,7 @@ func TestFleetQuotaWithoutRedisKeepsTheLimit(t *testing.T) {
 // fleet would have sent the busy pod's grant and 9 x limit / pods
 // together for a second.
 func TestFleetQuotaFallbackWaitsForTheGrantsToEnd(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := newArrivals(t, nil)
 	sends := &sendTimes{}
@@ -215,7 +221,7 @@ func TestFleetQuotaFallbackWaitsForTheGrantsToEnd(t *testing.T) {
 	for _, p := range pods[1:] {
 		drive(ctx, &wg, p, 1, 500*time.Millisecond, &served)
 	}
-	waitFor(t, 10*time.Second, "the busy pod has 3/4 of the limit", func() bool {
+	waitFor(t, syncWait, "the busy pod has 3/4 of the limit", func() bool {
 		return pods[0].c.Status().Rate.Share >= 150
 	})
 	time.Sleep(500 * time.Millisecond)
@@ -225,7 +231,7 @@ func TestFleetQuotaFallbackWaitsForTheGrantsToEnd(t *testing.T) {
 		drive(ctx, &wg, p, 8, 0, &served)
 	}
 	g := watchGrants(ctx, &wg, pods)
-	fell := waitFor(t, 15*time.Second, "every pod falls back to limit / pods", func() bool { return everyShare(pods, false, 20) })
+	fell := waitFor(t, syncWait, "every pod falls back to limit / pods", func() bool { return everyShare(pods, false, 20) })
 	time.Sleep(time.Second)
 	end := time.Now()
 	cancel()
@@ -247,6 +253,7 @@ func TestFleetQuotaFallbackWaitsForTheGrantsToEnd(t *testing.T) {
 // (one script per pod per tick), as many as 1,000 requests over the same
 // time: the quota's cost does not depend on the request rate.
 func TestFleetQuotaRedisCommandsFollowPodsAndTicks(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ok := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil

@@ -38,6 +38,7 @@ func FuzzOnMessage(f *testing.F) {
 // TestReadStateRejectsWhatNoPodWrites: each value is ignored and counted,
 // or taken with its open time cut to the open timeout and counted.
 func TestReadStateRejectsWhatNoPodWrites(t *testing.T) {
+	t.Parallel()
 	open := testSettings.openTimeout.Milliseconds()
 	for _, tc := range []struct {
 		ver, s, ms int64
@@ -71,6 +72,7 @@ func TestReadStateRejectsWhatNoPodWrites(t *testing.T) {
 // version 1 (lua/breaker.lua); a view at 2^53-1 takes it, where any other view
 // would call it stale.
 func TestViewAtTheLastVersionTakesAnyOther(t *testing.T) {
+	t.Parallel()
 	c := bare(testSettings)
 	now := time.Now()
 	c.apply(state{ver: maxVersion, open: true, left: time.Second}, now)

@@ -53,7 +53,7 @@ func TestReadinessAtFleetScopeKeepsEveryPodInService(t *testing.T) {
 	for i := 0; i < 50 && pods[0].c.Status().Breaker != observe.BreakerOpen; i++ {
 		_ = get(context.Background(), pods[0].c)
 	}
-	everyPod(t, pods, 10*time.Second, "the fleet's breaker open on every pod", func(p *pod) bool {
+	everyPod(t, pods, syncWait, "the fleet's breaker open on every pod", func(p *pod) bool {
 		return p.c.Status().Breaker == observe.BreakerOpen
 	})
 	for i, p := range pods {
@@ -66,7 +66,7 @@ func TestReadinessAtFleetScopeKeepsEveryPodInService(t *testing.T) {
 	if err := pods[1].c.Force(observe.BreakerOpen, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	everyPod(t, pods, 10*time.Second, "forced open on every pod", func(p *pod) bool { return forcedOn(p, observe.BreakerOpen) })
+	everyPod(t, pods, syncWait, "forced open on every pod", func(p *pod) bool { return forcedOn(p, observe.BreakerOpen) })
 	for i, p := range pods {
 		if code, rep := readiness(t, p); code != http.StatusOK || !rep.Systems[0].Forced {
 			t.Errorf("pod %d forced open: %d %+v, want 200 ready showing the override", i, code, rep)

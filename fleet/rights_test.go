@@ -27,6 +27,7 @@ var leastRightsRules = []string{"resetkeys", "~outbound:fleet:*", "resetchannels
 // with the least rights the fleet's guide gives, on its keys and channel
 // alone.
 func TestRedisUserWithoutRightsIsNotSynced(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
 	for _, tc := range []struct {
@@ -96,6 +97,7 @@ func TestRedisUserWithoutRightsIsNotSynced(t *testing.T) {
 // and stays so, its breaker local (open), as long as the right is
 // missing; given back, the pod syncs again by itself.
 func TestRightsLostWhileSyncedIsASyncFailure(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const user, password = "pods", "s3cret-pw"
 	if _, err := srv.Do("ACL", "SETUSER", user, "on", ">"+password, "~*", "&*", "+@all"); err != nil {
@@ -119,7 +121,7 @@ func TestRightsLostWhileSyncedIsASyncFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	callUntil(t, c, observe.BreakerOpen) // the local breaker trips; the fleet's trip fails
-	waitFor(t, 2*time.Second, "not synced", func() bool { return !f.Sync().Synced })
+	waitFor(t, syncWait, "not synced", func() bool { return !f.Sync().Synced })
 	time.Sleep(500 * time.Millisecond) // ticks: the check keeps failing
 	s := f.Sync()
 	if s.Synced || !strings.Contains(s.LastError, "NOPERM") {
@@ -141,6 +143,7 @@ func TestRightsLostWhileSyncedIsASyncFailure(t *testing.T) {
 // The quota at scope fleet says the same: Status().Rate is not synced,
 // with Sync's cause, for as long as Sync is not.
 func TestQuotaIsNotSyncedWhenTheFleetIsNot(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	up := outboundtest.NewUpstream(t, outboundtest.Healthy())
 	for _, tc := range []struct {
@@ -169,7 +172,7 @@ func TestQuotaIsNotSyncedWhenTheFleetIsNot(t *testing.T) {
 				"OUTBOUND_FLEET_REDIS_URL": url, "OUTBOUND_FLEET_NAMESPACE": tc.user,
 			}, registrytest.With(f.Option()))
 			c := reg.MustClient("payments")
-			waitFor(t, 2*time.Second, "Redis's refusal", func() bool { return strings.Contains(f.Sync().LastError, "NOPERM") })
+			waitFor(t, syncWait, "Redis's refusal", func() bool { return strings.Contains(f.Sync().LastError, "NOPERM") })
 			if st := c.Status().Rate; st == nil || !strings.Contains(st.LastError, "NOPERM") {
 				t.Errorf("user %s: Status().Rate = %+v, want Sync's cause (NOPERM)", tc.user, st)
 			}

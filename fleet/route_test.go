@@ -20,6 +20,7 @@ import (
 // the fleet like its system's: failures of the route on one pod open it on
 // every pod, while the system's other routes keep being served everywhere.
 func TestRouteOwnBreakerIsSharedByTheFleet(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var exports atomic.Int64
 	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -44,7 +45,7 @@ func TestRouteOwnBreakerIsSharedByTheFleet(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, 5*time.Second, "the export route open on both pods", func() bool {
+	waitFor(t, syncWait, "the export route open on both pods", func() bool {
 		for _, p := range pods {
 			if st := p.c.Status(); len(st.Routes) != 1 || st.Routes[0].Breaker != "open" {
 				return false
@@ -77,6 +78,7 @@ func TestRouteOwnBreakerIsSharedByTheFleet(t *testing.T) {
 // that), the route's requests past it are refused, and the system's other
 // requests, under the system's much larger limit, are never refused.
 func TestRouteRateLimitIsSharedByTheFleet(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var searches atomic.Int64
 	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -91,7 +93,7 @@ func TestRouteRateLimitIsSharedByTheFleet(t *testing.T) {
 		"PAYMENTS_ROUTES": "search", "PAYMENTS_ROUTE_SEARCH_MATCH": "GET /search",
 		"PAYMENTS_ROUTE_SEARCH_RATE_LIMIT": "20/s",
 	})
-	waitFor(t, 5*time.Second, "a share of both limits on each pod", func() bool {
+	waitFor(t, syncWait, "a share of both limits on each pod", func() bool {
 		for _, p := range pods {
 			st := p.c.Status()
 			if st.Rate == nil || st.Rate.Share == 0 || len(st.Routes) != 1 || st.Routes[0].Rate == nil || st.Routes[0].Rate.Share == 0 {

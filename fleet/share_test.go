@@ -17,6 +17,7 @@ import (
 // rate comes, which starts with a full bucket; a share that goes to 0
 // and comes back does not refill it.
 func TestShareWaitsForItsFirstRate(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s := newShare("10/s", "fleet")
 		ctx := context.Background()
@@ -48,6 +49,7 @@ func TestShareWaitsForItsFirstRate(t *testing.T) {
 // is cut to 1/s: from the cut on, the new rate holds. (x/time/rate's own
 // Wait would have reserved all 20 at the old rate: sent by 200ms.)
 func TestShareRateCutBindsAtOnce(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s := newShare("100/s", "fleet")
 		s.SetRate(100, 1)
@@ -93,6 +95,7 @@ func TestShareRateCutBindsAtOnce(t *testing.T) {
 // TestShareTokenPastTheWaitIsRefusedAtOnce checks a rate that cannot
 // serve the request within its wait.
 func TestShareTokenPastTheWaitIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s := newShare("1/s", "fleet")
 		s.SetRate(1, 1)
@@ -118,6 +121,7 @@ func TestShareTokenPastTheWaitIsRefusedAtOnce(t *testing.T) {
 // TestShareDemandCountsAskedAndWaiting checks what a pod reports it
 // wanted: every request that asked, and those waiting now.
 func TestShareDemandCountsAskedAndWaiting(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s := newShare("1/s", "fleet")
 		s.SetRate(1, 1)
@@ -145,6 +149,7 @@ func TestShareDemandCountsAskedAndWaiting(t *testing.T) {
 // TestSharePauseBindsAWaitingRequest: a request that reserved its token
 // before a pause began does not go during the pause.
 func TestSharePauseBindsAWaitingRequest(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s := newShare("10/s", "fleet")
 		s.SetRate(10, 1)
@@ -183,6 +188,7 @@ func TestShareTokenAtHandAllocatesNothing(t *testing.T) {
 // first served, one token each as it comes; one that arrives behind more
 // requests than the rate can serve within its wait is refused at once.
 func TestShareWaitersTakeTurns(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		s := newShare("10/s", "fleet")
 		s.SetRate(10, 1)

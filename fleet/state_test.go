@@ -14,6 +14,7 @@ import (
 // too few for their own breakers (MIN_REQUESTS 20); the fleet's window
 // holds 30 and opens every pod.
 func TestWindowTripsOnEvidenceNoPodHasAlone(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var pods []*circuit
 	for range 10 {
@@ -30,7 +31,7 @@ func TestWindowTripsOnEvidenceNoPodHasAlone(t *testing.T) {
 		}
 	}
 	for i, c := range pods {
-		waitFor(t, 2*time.Second, "fleet open", func() bool { return c.State() == gobreaker.StateOpen })
+		waitFor(t, syncWait, "fleet open", func() bool { return c.State() == gobreaker.StateOpen })
 		if _, err := c.Execute(fail); !errors.Is(err, gobreaker.ErrOpenState) {
 			t.Fatalf("pod %d: err %v, want open", i, err)
 		}
@@ -41,6 +42,7 @@ func TestWindowTripsOnEvidenceNoPodHasAlone(t *testing.T) {
 // change to a newer open (it still believes the old version closed, or
 // half-open) cannot close it, nor write back an older state.
 func TestStaleWriterCannotUndoANewerOpen(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	s := testSettings
 	s.openTimeout = time.Minute
@@ -73,7 +75,7 @@ func TestStaleWriterCannotUndoANewerOpen(t *testing.T) {
 			t.Errorf("%s: got %v %v, want v1 open still (~60s left)", try.name, r, err)
 		}
 	}
-	waitFor(t, time.Second, "pod applies v1", func() bool { return c.view.Load().ver == 1 })
+	waitFor(t, syncWait, "pod applies v1", func() bool { return c.view.Load().ver == 1 })
 	if c.apply(state{}, time.Now()); c.view.Load().ver != 1 || !c.view.Load().open {
 		t.Errorf("a stale v0 closed message moved the view to %+v", c.view.Load())
 	}

@@ -20,6 +20,7 @@ import (
 // open within 100ms of the first, as the calls the pods sent say
 // (checkOpenTogether).
 func TestFleetOpensEveryPodOnADeadUpstream(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	run := func(scope, ns string) (hits int64, late []int) {
 		up := outboundtest.NewUpstream(t, outboundtest.Reply{Status: http.StatusServiceUnavailable})
@@ -60,6 +61,7 @@ func TestFleetOpensEveryPodOnADeadUpstream(t *testing.T) {
 // failures of 3 with MIN_REQUESTS=20: no local breaker trips; the fleet's
 // window holds 30 failures and trips every pod.
 func TestFleetOpensOnEvidenceSpreadThin(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	for _, scope := range []string{"local", "fleet"} {
 		t.Run(scope, func(t *testing.T) {
@@ -68,8 +70,15 @@ func TestFleetOpensOnEvidenceSpreadThin(t *testing.T) {
 			ctx := context.Background()
 			for _, p := range pods {
 				for range 3 {
-					if err := get(ctx, p.c); !errors.Is(err, errStatus) {
-						t.Fatalf("call: %v, want the upstream's 503", err)
+					err := get(ctx, p.c)
+					// The fleet may open once its window holds
+					// MIN_REQUESTS of failures (a slow machine spreads the
+					// calls over its flushes), never before.
+					if refused := errors.Is(err, registry.ErrCircuitOpen); refused && scope == "fleet" && up.Requests() >= 20 {
+						continue
+					}
+					if !errors.Is(err, errStatus) {
+						t.Fatalf("call: %v, want the upstream's 503 (%d sent)", err, up.Requests())
 					}
 				}
 			}
@@ -84,7 +93,7 @@ func TestFleetOpensOnEvidenceSpreadThin(t *testing.T) {
 			}
 			d := time.Duration(0)
 			for _, p := range pods {
-				d = max(d, waitFor(t, 2*time.Second, "fleet open", func() bool { return p.c.Status().Breaker == observe.BreakerOpen }))
+				d = max(d, waitFor(t, syncWait, "fleet open", func() bool { return p.c.Status().Breaker == observe.BreakerOpen }))
 			}
 			hits := up.Requests()
 			for _, p := range pods {
@@ -105,6 +114,7 @@ func TestFleetOpensOnEvidenceSpreadThin(t *testing.T) {
 // reconnect and subscribe), the same as a slow trickle of calls over the
 // same time: the cost does not depend on the call rate.
 func TestRedisCommandsDoNotGrowWithCalls(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	// An in-memory transport: every call runs the whole pipeline, breaker
 	// included, and costs no socket, so 100,000 take seconds.
