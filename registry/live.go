@@ -222,7 +222,7 @@ var liveSettings = map[string]bool{
 // start, the breaker's window, open timeout and probes (and its ratio and
 // minimum at scope fleet), the retry budget's settings, the scopes, TLS
 // and drills; and, at scope fleet, which routes have a breaker or a limit
-// of their own, and a route's own limit.
+// of their own (a route's limit itself changes live, as the system's).
 func (c *Client) needsRestart(l config.Loaded) []string {
 	old := c.pol.Load().l
 	was := make(map[string]string)
@@ -249,13 +249,13 @@ func (c *Client) needsRestart(l config.Loaded) []string {
 	own := func(ls config.Loaded) map[string]string {
 		m := map[string]string{}
 		for _, r := range ls.Routes {
-			m[r.Name] = fmt.Sprint(r.OwnBreaker, r.Client.RateLimit, r.Client.BreakerFailureRatio)
+			m[r.Name] = fmt.Sprint(r.OwnBreaker, r.Rate().Limited(), r.Client.BreakerFailureRatio)
 		}
 		return m
 	}
 	fleet := l.Client.BreakerScope == "fleet" || l.Client.RateScope == "fleet"
 	if fleet && !maps.Equal(own(old), own(l)) {
-		out = append(out, l.Prefix+"_ROUTES (the routes' own breakers and limits at scope fleet)")
+		out = append(out, l.Prefix+"_ROUTES (which routes have a breaker or a limit of their own, at scope fleet)")
 	}
 	return out
 }

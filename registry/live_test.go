@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -551,15 +552,17 @@ func (q *quotaSpy) SetRate(r config.Rate) {
 	q.set = append(q.set, r)
 }
 
-// A change of RATE_LIMIT and RATE_BURST of a system at RATE_SCOPE=fleet
-// is applied, not refused: the fleet's quota is handed the new rate
-// (Quota.SetRate) and stays the one the calls take their tokens from. A
-// change of a route's own limit at scope fleet still needs a restart.
+// A change of RATE_LIMIT and RATE_BURST of a system at RATE_SCOPE=fleet,
+// and of a route's own limit, is applied, not refused: the fleet's quota
+// is handed the new rate (Quota.SetRate) and stays the one the calls take
+// their tokens from. Taking a route's own limit away at scope fleet
+// still needs a restart.
 func TestSettingsChangeOfAFleetRateIsHandedToTheFleet(t *testing.T) {
 	t.Parallel()
 	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	path := filepath.Join(t.TempDir(), "settings")
-	if err := writeSettings(path, []byte("PAYMENTS_RATE_LIMIT=100/s\n"), 0o644); err != nil {
+	route := "PAYMENTS_ROUTE_CHARGE_RATE_LIMIT=5/s\n"
+	if err := writeSettings(path, []byte("PAYMENTS_RATE_LIMIT=100/s\n"+route), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	fl := &rateFleet{quotas: map[string]*quotaSpy{}}
@@ -569,21 +572,26 @@ func TestSettingsChangeOfAFleetRateIsHandedToTheFleet(t *testing.T) {
 		"OUTBOUND_FLEET_REDIS_URL": "redis://127.0.0.1:1", "OUTBOUND_FLEET_NAMESPACE": "test",
 	}, path, WithFleet(fl), WithReloadInterval(time.Hour))
 	c := r.MustClient("payments")
-	q := fl.quotas["payments"]
-	if q == nil {
-		t.Fatalf("the fleet gave no quota to payments: %v", fl.quotas)
+	q, rq := fl.quotas["payments"], fl.quotas["payments.charge"]
+	if q == nil || rq == nil {
+		t.Fatalf("the fleet gave quotas to %v, want payments and payments.charge", slices.Sorted(maps.Keys(fl.quotas)))
 	}
-	if err := writeSettings(path, []byte("PAYMENTS_RATE_LIMIT=30/s\nPAYMENTS_RATE_BURST=7\n"), 0o644); err != nil {
+	if err := writeSettings(path, []byte("PAYMENTS_RATE_LIMIT=30/s\nPAYMENTS_RATE_BURST=7\nPAYMENTS_ROUTE_CHARGE_RATE_LIMIT=8/s\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Reload(); err != nil {
-		t.Fatalf("Reload of RATE_LIMIT 100/s -> 30/s at RATE_SCOPE=fleet: %v, want it applied", err)
+		t.Fatalf("Reload of RATE_LIMIT 100/s -> 30/s and a route's 5/s -> 8/s at RATE_SCOPE=fleet: %v, want it applied", err)
 	}
-	q.mu.Lock()
-	set := slices.Clone(q.set)
-	q.mu.Unlock()
-	if want := (config.Rate{Events: 30, Per: time.Second, Burst: 7}); len(set) != 1 || set[0] != want {
-		t.Errorf("the fleet's quota was handed %v, want [%v]", set, want)
+	for _, tc := range []struct {
+		q    *quotaSpy
+		want config.Rate
+	}{{q, config.Rate{Events: 30, Per: time.Second, Burst: 7}}, {rq, config.Rate{Events: 8, Per: time.Second, Burst: 1}}} {
+		tc.q.mu.Lock()
+		set := slices.Clone(tc.q.set)
+		tc.q.mu.Unlock()
+		if len(set) != 1 || set[0] != tc.want {
+			t.Errorf("a fleet's quota was handed %v, want [%v]", set, tc.want)
+		}
 	}
 	if _, err := liveGet(t, c); err != nil {
 		t.Fatal(err)
@@ -594,11 +602,10 @@ func TestSettingsChangeOfAFleetRateIsHandedToTheFleet(t *testing.T) {
 	if st := c.Status().Rate; st == nil || st.Limit != "30/s" || st.Scope != "fleet" {
 		t.Errorf("Status().Rate after the change: %+v, want the fleet's quota at 30/s", st)
 	}
-	err := writeSettings(path, []byte("PAYMENTS_RATE_LIMIT=30/s\nPAYMENTS_RATE_BURST=7\nPAYMENTS_ROUTE_CHARGE_RATE_LIMIT=5/s\n"), 0o644)
-	if err != nil {
+	if err := writeSettings(path, []byte("PAYMENTS_RATE_LIMIT=30/s\nPAYMENTS_RATE_BURST=7\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Reload(); err == nil || !strings.Contains(err.Error(), "PAYMENTS_ROUTES") {
-		t.Errorf("Reload giving a route its own limit at scope fleet: %v, want it refused as needing a restart", err)
+		t.Errorf("Reload taking a route's own limit away at scope fleet: %v, want it refused as needing a restart", err)
 	}
 }
