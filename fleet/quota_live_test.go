@@ -146,11 +146,13 @@ type livePhase struct {
 }
 
 // check judges the phase by the shares granted (never above the limit,
-// at least 0.8 x the limit on average) and the requests the pods sent
-// (at most limit + burst + 5 in any sliding second within it).
-func (ph livePhase) check(t *testing.T, s *shareSamples, sends *sendTimes) {
+// at least 0.8 x the limit on average), the requests the pods sent (at
+// most limit + burst + 5 in any sliding second within it) and those the
+// upstream up saw (as many in each whole second of it).
+func (ph livePhase) check(t *testing.T, s *shareSamples, sends *sendTimes, up *arrivals) {
 	t.Helper()
 	g := s.between(ph.from, ph.to)
+	ws := windows(up.since(ph.from), ph.from, ph.to, time.Second)
 	var in []time.Time
 	for _, at := range sends.since(ph.from) {
 		if at.Before(ph.to) {
@@ -159,11 +161,15 @@ func (ph livePhase) check(t *testing.T, s *shareSamples, sends *sendTimes) {
 	}
 	burst := config.DeriveBurst(config.Rate{Events: ph.limit, Per: time.Second})
 	most := sliding(in, time.Second)
-	t.Logf("%s (%.1fs judged): shares granted %s; %d sent, most in any sliding 1s %d",
-		ph.name, ph.to.Sub(ph.from).Seconds(), g, len(in), most)
+	t.Logf("%s (%.1fs judged): shares granted %s; upstream's 1s windows %v; %d sent, most in any sliding 1s %d",
+		ph.name, ph.to.Sub(ph.from).Seconds(), g, ws, len(in), most)
 	checkGranted(t, ph.name, g, float64(ph.limit))
-	if most > ph.limit+burst+5 {
-		t.Errorf("%s: the pods sent %d requests within one second, want at most %d (limit + burst + 5)", ph.name, most, ph.limit+burst+5)
+	bound := ph.limit + burst + 5
+	if most > bound {
+		t.Errorf("%s: the pods sent %d requests within one second, want at most %d (limit + burst + 5)", ph.name, most, bound)
+	}
+	if len(ws) > 0 && slices.Max(ws) > bound {
+		t.Errorf("%s: the upstream saw %v in its 1s windows, want at most %d in each", ph.name, ws, bound)
 	}
 }
 
@@ -212,7 +218,7 @@ func TestFleetRateLimitChangeAppliesLive(t *testing.T) {
 		{"lowered to 30/s", 30, lowered.Add(liveLife + liveSlack), raised},
 		{"raised to 150/s", 150, raised.Add(liveLife + liveSlack), end},
 	} {
-		ph.check(t, samples, sends)
+		ph.check(t, samples, sends, up)
 	}
 }
 
@@ -248,5 +254,5 @@ func TestQuotaOfPodsThatDisagreeOnTheLimitStaysWithinTheStricter(t *testing.T) {
 	t.Logf("upstream's 1s windows %v (both pods run from 0s, judged from %.1fs); shares now a %.1f/s, b %.1f/s",
 		windows(up.since(both), both, end, time.Second), from.Sub(both).Seconds(),
 		a.c.Status().Rate.Share, b.c.Status().Rate.Share)
-	livePhase{"a at 100/s, b at 50/s", 50, from, end}.check(t, samples, sends)
+	livePhase{"a at 100/s, b at 50/s", 50, from, end}.check(t, samples, sends, up)
 }
