@@ -134,18 +134,19 @@ func (q *quota) SetRate(r config.Rate) {
 
 // adopt takes up the rate last set, at now, when it is not the one in
 // force (the loop's, before the op of its round trip): the limit and
-// burst follow it, a lower limit cuts the share (see SetRate), and the
-// next op says the new limit (due).
+// burst follow it, a lower limit cuts the share (see SetRate), the share
+// takes the new burst at once, and the next op says the new limit (due).
 func (q *quota) adopt(now time.Time) {
 	r := *q.rate.Load()
 	if r == q.inForce {
 		return
 	}
-	limit := int64(r.PerSecond() * micro)
-	lower := q.limit > 0 && limit < q.limit
-	q.inForce, q.limit, q.burst = r, limit, r.Burst
-	if lower {
+	limit, first := int64(r.PerSecond()*micro), q.limit == 0
+	if limit < q.limit {
 		q.grant = min(q.grant, limit/int64(q.pods))
+	}
+	q.inForce, q.limit, q.burst = r, limit, r.Burst
+	if !first {
 		q.settle(now)
 	}
 }
