@@ -129,10 +129,11 @@ func (rt *roundTrip) circuit(c *circuit, synced, read bool) {
 }
 
 // quota adds q's op when it has something to say (quota.due): what this
-// pod wants, for its share; and a pause its upstream asked for that Redis
-// does not have yet.
+// pod wants, for its share (of the rate last set: quota.adopt); and a
+// pause its upstream asked for that Redis does not have yet.
 func (rt *roundTrip) quota(q *quota) {
 	now := time.Now()
+	q.adopt(now)
 	if want, ack := q.ask(now); q.due(now, want, ack) {
 		rt.ops = append(rt.ops, newOp(q.call(want, ack, now), func(r []int64, err error) {
 			if !q.granted(r, err, rt.sent, rt.now) {

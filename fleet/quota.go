@@ -18,14 +18,18 @@ import (
 // sets the bucket's rate and burst from the share Redis grants each tick
 // (lua/quota.lua), or from limit / pods last seen when Redis does not
 // answer. A quota is safe for concurrent use.
+//
+// Its rate changes while it runs ([quota.SetRate]): the loop takes the
+// new one up on its next round trip, and the fleet shares the new limit
+// from the reply on (lua/quota.lua grants against the least limit of the
+// live pods).
 type quota struct {
 	f     *Fleet
 	name  string
 	base  string
-	limit int64         // the fleet's RATE_LIMIT, micro-requests per second
-	burst int           // the fleet's burst (RATE_BURST, or derived)
-	bound time.Duration // the longest pause this pod takes: min(CALL_TIMEOUT, maxPause)
-	life  time.Duration // how long the grant last asked for holds (the loop's alone, join's before it)
+	rate  atomic.Pointer[config.Rate] // the rate last set, in force from the loop's next round trip
+	bound time.Duration               // the longest pause this pod takes: min(CALL_TIMEOUT, maxPause)
+	life  time.Duration               // how long the grant last asked for holds (the loop's alone, join's before it)
 	share *share
 
 	synced   atomic.Bool  // the rate is a grant from Redis
@@ -34,13 +38,18 @@ type quota struct {
 	// the fleet (ReportPauses); nil: nobody listens.
 	pauseReport atomic.Pointer[func(time.Time)]
 
-	// The loop's alone (join's, before the loop knows the quota):
-	grant     int64     // micro-requests per second, last granted
-	leaseEnd  time.Time // the grant holds until then: its round trip's send + life
-	missedAt  time.Time // the send of the first round trip that failed since the last grant
-	pods      int       // pods last seen, at least 1
-	fellBack  bool      // the rate is a fallback, not a grant
-	resyncEnd time.Time // back from a fallback: the share is at most limit / pods until then
+	// The loop's alone (join's, before the loop knows the quota; release's,
+	// once it has stopped):
+	inForce   config.Rate // the rate limit and burst follow
+	limit     int64       // inForce's RATE_LIMIT, micro-requests per second
+	burst     int         // inForce's burst (RATE_BURST, or derived)
+	sentLimit int64       // the limit the last op said
+	grant     int64       // micro-requests per second, last granted
+	leaseEnd  time.Time   // the grant holds until then: its round trip's send + life
+	missedAt  time.Time   // the send of the first round trip that failed since the last grant
+	pods      int         // pods last seen, at least 1
+	fellBack  bool        // the rate is a fallback, not a grant
+	resyncEnd time.Time   // back from a fallback: the share is at most limit / pods until then
 	wants     demand
 	pauseSent int64 // the last pause written to Redis, Unix ns
 	sentWant  int64 // the want and the ack the last op said
@@ -67,10 +76,11 @@ const maxPods = 1 << 20
 // fallback).
 func (f *Fleet) addQuota(system string, r config.Rate, bound time.Duration) (*quota, error) {
 	q := &quota{
-		f: f, name: system, base: keyBase(f.cfg.Namespace, system),
-		limit: int64(r.PerSecond() * micro), burst: r.Burst, bound: bound, life: grantLife(f.cfg, f.tick()),
+		f: f, name: system, base: keyBase(f.cfg.Namespace, system), bound: bound, life: grantLife(f.cfg, f.tick()),
 		share: newShare(r.String(), "fleet"), pods: 1,
 	}
+	q.rate.Store(&r)
+	q.adopt(time.Now())
 	q.wants.start(time.Now(), f.cfg.FlushInterval)
 	if err := f.joinable(system); err != nil {
 		return nil, err
@@ -100,6 +110,45 @@ func (f *Fleet) joinableLocked(system string) error {
 		return fmt.Errorf("fleet: system %q is already in this fleet's quotas (one Fleet per registry)", system)
 	}
 	return nil
+}
+
+// SetRate makes r, a limited rate, the quota's (registry.Quota): a
+// change of RATE_LIMIT or RATE_BURST in the settings. The loop takes it up
+// on its next round trip, which it runs at once, and asks for a share of
+// the new limit on it; the fleet re-shares the limit from that reply on,
+// granting every pod against the least limit of the live pods (pods that
+// disagree for a moment stay within the stricter). A lower limit cuts
+// this pod's share at once to an even split of it (limit / pods last
+// seen), so that it is never granted, nor sends at, more than the new
+// limit allows from its own change on; the other pods may still hold
+// grants sized for the old limit until those end, at most a grant life
+// (max(4 x tick, ReadInterval) + Timeout, 1.1s with Config's defaults)
+// after the op that granted them.
+func (q *quota) SetRate(r config.Rate) {
+	if !r.Limited() {
+		return // a quota at scope fleet has a limit (config's rule)
+	}
+	q.rate.Store(&r)
+	q.f.wake()
+}
+
+// adopt takes up the rate last set, at now, when it is not the one in
+// force (the loop's, before the op of its round trip): the limit and
+// burst follow it, a lower limit cuts the share (see SetRate), the share
+// takes the new burst at once, and the next op says the new limit (due).
+func (q *quota) adopt(now time.Time) {
+	r := *q.rate.Load()
+	if r == q.inForce {
+		return
+	}
+	limit, first := int64(r.PerSecond()*micro), q.limit == 0
+	if limit < q.limit {
+		q.grant = min(q.grant, limit/int64(q.pods))
+	}
+	q.inForce, q.limit, q.burst = r, limit, r.Burst
+	if !first {
+		q.settle(now)
+	}
 }
 
 // join asks Redis for the first share, unless Redis is known to fail.
@@ -146,7 +195,8 @@ func (q *quota) ask(now time.Time) (want, ack int64) {
 // and sending at ack: when its grant has half its life left or less (it
 // is renewed before it ends), when its want moved by more than an eighth
 // (or to or from nothing), when its rate changed since it last said
-// (another pod may wait for it to apply a cut), and on every tick while
+// (another pod may wait for it to apply a cut), when its limit changed
+// since it last said (SetRate), and on every tick while
 // it has no grant from Redis, resyncs, or holds more than an even split
 // of the limit (only a count of every entry grants that, and a count
 // every tick sees within a tick what the others took meanwhile, even
@@ -155,6 +205,8 @@ func (q *quota) ask(now time.Time) (want, ack int64) {
 func (q *quota) due(now time.Time, want, ack int64) bool {
 	switch {
 	case q.leaseEnd.IsZero() || !q.missedAt.IsZero() || q.fellBack || now.Before(q.resyncEnd):
+		return true
+	case q.sentLimit != q.limit:
 		return true
 	case q.grant > q.limit/int64(q.pods):
 		return true
@@ -173,7 +225,7 @@ func (q *quota) due(now time.Time, want, ack int64) bool {
 func (q *quota) call(want, ack int64, now time.Time) quotaCall {
 	tick := q.f.tick()
 	q.life = grantLife(q.f.cfg, tick)
-	q.sentWant, q.sentAck = want, ack
+	q.sentWant, q.sentAck, q.sentLimit = want, ack, q.limit
 	most := q.limit
 	if now.Before(q.resyncEnd) {
 		most = q.limit / int64(q.pods)
@@ -271,9 +323,10 @@ func (q *quota) burstOf(perSec int64) int {
 	return max(1, int(math.Floor(float64(q.burst)*float64(perSec)/float64(q.limit))))
 }
 
-// closeQuota leaves the share at limit / pods last seen: the fleet is
-// closed, nothing will grant it again.
+// closeQuota leaves the share at limit / pods last seen (of the rate
+// last set): the fleet is closed, nothing will grant it again.
 func (q *quota) closeQuota() {
+	q.adopt(time.Now())
 	perSec := q.limit / int64(q.pods)
 	q.share.SetRate(float64(perSec)/micro, q.burstOf(perSec))
 	q.synced.Store(false)
@@ -305,6 +358,7 @@ func (q *quota) Pause(until time.Time) {
 // fleet's bound.
 func (q *quota) Status() observe.RateStatus {
 	st := q.share.Status()
+	st.Limit = q.rate.Load().String()
 	st.Synced = q.synced.Load() && q.f.synced.Load()
 	if !st.Synced {
 		st.LastError = q.f.Sync().LastError

@@ -151,8 +151,8 @@ func TestQuotaTotalsFollowTheEntries(t *testing.T) {
 	}
 }
 
-// hash reads the quota's hash: each pod's entry (d g a e), and the hold
-// of the fleet's totals.
+// hash reads the quota's hash: each pod's entry (d g a e, without its
+// limit l), and the hold of the fleet's totals.
 func (g grantsOn) hash() (map[string][4]int64, int64) {
 	g.t.Helper()
 	all, err := g.rdb.HGetAll(context.Background(), ":quota").Result()
@@ -168,10 +168,10 @@ func (g grantsOn) hash() (map[string][4]int64, int64) {
 			n[i], _ = strconv.ParseInt(x, 10, 64)
 		}
 		switch {
-		case k == "#" && len(n) == 5:
+		case k == "#" && len(n) == 6:
 			held = n[1]
-		case len(n) == 4:
-			entries[k] = [4]int64(n)
+		case k != "#" && len(n) == 5:
+			entries[k] = [4]int64(n[:4])
 		default:
 			g.t.Fatalf("%s: %q in the quota's hash", k, v)
 		}

@@ -68,12 +68,17 @@ func WithFleet(f Fleet) Option {
 // of every attempt and must not allocate when a token is at hand.
 // ReportPauses, called once before any call, gives the hook to call with
 // a pause learned from elsewhere (another pod's upstream): the observers
-// hear of it, once per pause.
+// hear of it, once per pause. SetRate makes r (limited) the quota's rate
+// from now on, when a change of the settings file changes RATE_LIMIT or
+// RATE_BURST: the tokens at hand carry over (at most the new burst); a
+// fleet's quota shares the new limit from its next sync on. It is called
+// between calls, never on a call's path.
 type Quota interface {
 	Wait(ctx context.Context, maxWait time.Duration) error
 	Pause(until time.Time)
 	Status() observe.RateStatus
 	ReportPauses(report func(until time.Time))
+	SetRate(r config.Rate)
 }
 
 // fleetCircuit returns the circuit of l, a system at BREAKER_SCOPE=fleet.

@@ -202,7 +202,8 @@ func (r *Registry) fixed(env map[string]string, loaded []config.Loaded) error {
 
 // liveSettings are the settings a change applies while the service
 // runs (and MAX_CONCURRENT up to what it was at start, RATE_LIMIT and
-// RATE_BURST at RATE_SCOPE=local, the breaker's ratio and minimum at
+// RATE_BURST at either scope (at fleet, the fleet shares the new limit
+// within a sync or two: Quota.SetRate), the breaker's ratio and minimum at
 // BREAKER_SCOPE=local: its state and counts stay, and its next failure
 // is judged by the new rule); every other one is fixed at start
 // (needsRestart).
@@ -220,8 +221,8 @@ var liveSettings = map[string]bool{
 // size, an adaptive bulkhead or a MAX_CONCURRENT above the one at
 // start, the breaker's window, open timeout and probes (and its ratio and
 // minimum at scope fleet), the retry budget's settings, the scopes, TLS
-// and drills; RATE_LIMIT at RATE_SCOPE=fleet; and, at
-// scope fleet, which routes have a breaker or a limit of their own.
+// and drills; and, at scope fleet, which routes have a breaker or a limit
+// of their own (a route's limit itself changes live, as the system's).
 func (c *Client) needsRestart(l config.Loaded) []string {
 	old := c.pol.Load().l
 	was := make(map[string]string)
@@ -232,8 +233,6 @@ func (c *Client) needsRestart(l config.Loaded) []string {
 	for _, v := range l.Vars() {
 		live := liveSettings[v.Setting]
 		switch v.Setting {
-		case "RateLimit", "RateBurst":
-			live = l.Client.RateScope == "local"
 		case "BreakerFailureRatio", "BreakerMinRequests":
 			// The pod's own breakers take a new rule (breaker.Rule); a
 			// fleet's judges by the one it was given at start.
@@ -250,13 +249,13 @@ func (c *Client) needsRestart(l config.Loaded) []string {
 	own := func(ls config.Loaded) map[string]string {
 		m := map[string]string{}
 		for _, r := range ls.Routes {
-			m[r.Name] = fmt.Sprint(r.OwnBreaker, r.Client.RateLimit, r.Client.BreakerFailureRatio)
+			m[r.Name] = fmt.Sprint(r.OwnBreaker, r.Rate().Limited(), r.Client.BreakerFailureRatio)
 		}
 		return m
 	}
 	fleet := l.Client.BreakerScope == "fleet" || l.Client.RateScope == "fleet"
 	if fleet && !maps.Equal(own(old), own(l)) {
-		out = append(out, l.Prefix+"_ROUTES (the routes' own breakers and limits at scope fleet)")
+		out = append(out, l.Prefix+"_ROUTES (which routes have a breaker or a limit of their own, at scope fleet)")
 	}
 	return out
 }
@@ -270,11 +269,11 @@ func (c *Client) apply(l config.Loaded) {
 	old := c.pol.Load()
 	quota := old.quota
 	if r := l.Client.Rate(); old.l.Client.Rate() != r {
-		switch q, local := quota.(*ratelimit.Local); {
+		switch {
 		case !r.Limited():
 			quota = nil
-		case local:
-			q.SetRate(r) // the tokens carry over
+		case quota != nil:
+			quota.SetRate(r) // the tokens carry over; a fleet's share follows on its next sync
 		default:
 			nq := ratelimit.NewLocal(r)
 			nq.ReportPauses(func(until time.Time) { c.paused(until, 0) })

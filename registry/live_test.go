@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -505,4 +507,105 @@ func writeSettings(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// rateFleet is a Fleet that gives each system at RATE_SCOPE=fleet a
+// quotaSpy, and every breaker its own.
+type rateFleet struct {
+	mu     sync.Mutex
+	quotas map[string]*quotaSpy
+}
+
+func (f *rateFleet) Circuit(_ FleetSystem, local Circuit) (Circuit, error) { return local, nil }
+
+func (f *rateFleet) Quota(sys FleetSystem, _ Quota) (Quota, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := &quotaSpy{rate: sys.Settings.Rate()}
+	f.quotas[sys.Name] = q
+	return q, nil
+}
+
+// quotaSpy stands for a fleet's quota: it lets every request go, counts
+// them, and notes the rates it is given.
+type quotaSpy struct {
+	waits atomic.Int64
+	mu    sync.Mutex
+	rate  config.Rate
+	set   []config.Rate
+}
+
+func (q *quotaSpy) Wait(context.Context, time.Duration) error { q.waits.Add(1); return nil }
+func (q *quotaSpy) Pause(time.Time)                           {}
+func (q *quotaSpy) ReportPauses(func(time.Time))              {}
+
+func (q *quotaSpy) Status() observe.RateStatus {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return observe.RateStatus{Limit: q.rate.String(), Scope: "fleet", Share: q.rate.PerSecond(), Burst: q.rate.Burst}
+}
+
+func (q *quotaSpy) SetRate(r config.Rate) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.rate = r
+	q.set = append(q.set, r)
+}
+
+// A change of RATE_LIMIT and RATE_BURST of a system at RATE_SCOPE=fleet,
+// and of a route's own limit, is applied, not refused: the fleet's quota
+// is handed the new rate (Quota.SetRate) and stays the one the calls take
+// their tokens from. Taking a route's own limit away at scope fleet
+// still needs a restart.
+func TestSettingsChangeOfAFleetRateIsHandedToTheFleet(t *testing.T) {
+	t.Parallel()
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	path := filepath.Join(t.TempDir(), "settings")
+	route := "PAYMENTS_ROUTE_CHARGE_RATE_LIMIT=5/s\n"
+	if err := writeSettings(path, []byte("PAYMENTS_RATE_LIMIT=100/s\n"+route), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fl := &rateFleet{quotas: map[string]*quotaSpy{}}
+	r := liveRegistry(t, map[string]string{
+		"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL, "PAYMENTS_RATE_SCOPE": "fleet",
+		"PAYMENTS_ROUTES": "charge", "PAYMENTS_ROUTE_CHARGE_MATCH": "POST /charge",
+		"OUTBOUND_FLEET_REDIS_URL": "redis://127.0.0.1:1", "OUTBOUND_FLEET_NAMESPACE": "test",
+	}, path, WithFleet(fl), WithReloadInterval(time.Hour))
+	c := r.MustClient("payments")
+	q, rq := fl.quotas["payments"], fl.quotas["payments.charge"]
+	if q == nil || rq == nil {
+		t.Fatalf("the fleet gave quotas to %v, want payments and payments.charge", slices.Sorted(maps.Keys(fl.quotas)))
+	}
+	if err := writeSettings(path, []byte("PAYMENTS_RATE_LIMIT=30/s\nPAYMENTS_RATE_BURST=7\nPAYMENTS_ROUTE_CHARGE_RATE_LIMIT=8/s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(); err != nil {
+		t.Fatalf("Reload of RATE_LIMIT 100/s -> 30/s and a route's 5/s -> 8/s at RATE_SCOPE=fleet: %v, want it applied", err)
+	}
+	for _, tc := range []struct {
+		q    *quotaSpy
+		want config.Rate
+	}{{q, config.Rate{Events: 30, Per: time.Second, Burst: 7}}, {rq, config.Rate{Events: 8, Per: time.Second, Burst: 1}}} {
+		tc.q.mu.Lock()
+		set := slices.Clone(tc.q.set)
+		tc.q.mu.Unlock()
+		if len(set) != 1 || set[0] != tc.want {
+			t.Errorf("a fleet's quota was handed %v, want [%v]", set, tc.want)
+		}
+	}
+	if _, err := liveGet(t, c); err != nil {
+		t.Fatal(err)
+	}
+	if n := q.waits.Load(); n != 1 {
+		t.Errorf("the fleet's quota gave %d tokens to a call after the change, want 1: the quota was replaced", n)
+	}
+	if st := c.Status().Rate; st == nil || st.Limit != "30/s" || st.Scope != "fleet" {
+		t.Errorf("Status().Rate after the change: %+v, want the fleet's quota at 30/s", st)
+	}
+	if err := writeSettings(path, []byte("PAYMENTS_RATE_LIMIT=30/s\nPAYMENTS_RATE_BURST=7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(); err == nil || !strings.Contains(err.Error(), "PAYMENTS_ROUTES") {
+		t.Errorf("Reload taking a route's own limit away at scope fleet: %v, want it refused as needing a restart", err)
+	}
 }

@@ -286,7 +286,8 @@ func (ps *policySet) routeList() []*route {
 
 // newRoute builds route lr of system l: its settings, its own breaker
 // (BREAKER=own; shared with the fleet at BREAKER_SCOPE=fleet) and its
-// own limit, those of old when old had them with the same settings.
+// own limit: old's breaker when old had one with the same settings, and
+// old's quota when old had one, at the new rate.
 func (c *Client) newRoute(l config.Loaded, lr config.LoadedRoute, old *route) (*route, error) {
 	r := &route{name: lr.Name, match: lr.Match, cfg: lr.Client, idempotent: lr.Idempotent, cb: c.cb,
 		rate: lr.Rate(), calls: new(atomic.Uint64)}
@@ -301,8 +302,11 @@ func (c *Client) newRoute(l config.Loaded, lr config.LoadedRoute, old *route) (*
 		}
 	}
 	if r.rate.Limited() {
-		if old != nil && old.quota != nil && old.rate == r.rate {
+		if old != nil && old.quota != nil {
 			r.quota = old.quota
+			if old.rate != r.rate {
+				r.quota.SetRate(r.rate) // the tokens carry over; a fleet's share follows on its next sync
+			}
 		} else {
 			r.quota = ratelimit.NewLocal(r.rate)
 			if l.Client.RateScope == "fleet" {

@@ -2,10 +2,13 @@
 -- system's quota.
 --
 -- KEYS[1]: the quota hash, <base>:quota: one field per pod (its holder
---   name) "d g a e": the rate it wanted, the rate granted to it, the rate
---   it said it may still send at (its ack), when the entry expires (Redis
---   ms); rates in micro-requests per second. The field "#" holds the
---   fleet's totals "at held n f x" (see below).
+--   name) "d g a e l": the rate it wanted, the rate granted to it, the
+--   rate it said it may still send at (its ack), when the entry expires
+--   (Redis ms), and the limit it runs with (its ARGV[2]); rates in
+--   micro-requests per second. An entry "d g a e", which does not say its
+--   limit, runs with this pod's. The field "#" holds the fleet's totals
+--   "at held n f x m" (see below; "at held n f x" reads as m = this pod's
+--   limit).
 -- KEYS[2]: the pause, <base>:pause, its expiry the pause left.
 -- ARGV[1] holder: the pod's name;
 -- ARGV[2] limit: RATE_LIMIT, micro-requests per second;
@@ -21,29 +24,37 @@
 -- ARGV[11] most fields: the most fields the hash may hold.
 -- Returns {grant, live pods, pause ms left, malformed, capped, lost (0 or 1)}.
 --
--- The share is the pod's max-min fair share of the limit over the
--- demands of the live pods (each pod gets what it wants up to an equal
--- split of what the others leave; when every pod has what it wants, the
--- rest is split evenly), cut to what the other pods do not hold and to
--- cap. A pod holds max(g, a). A pod that was sending (ack above 0) but
--- has no entry finds the hash lost: it takes at most lost cap, and says
--- so.
+-- The share is the pod's max-min fair share of the fleet's limit over
+-- the demands of the live pods (each pod gets what it wants up to an
+-- equal split of what the others leave; when every pod has what it
+-- wants, the rest is split evenly), cut to what the other pods do not
+-- hold and to cap. A pod holds max(g, a). A pod that was sending (ack
+-- above 0) but has no entry finds the hash lost: it takes at most lost
+-- cap, and says so.
 --
--- Its cost does not grow with the pods: the totals "at held n f x" say
+-- The fleet's limit is the least limit of the live pods (m): pods that
+-- disagree on it for a moment (a change of settings reaching them one by
+-- one, or settings that differ) grant against the stricter, and each op
+-- against min(its own limit, m), so that no pod is granted above its own.
+--
+-- Its cost does not grow with the pods: the totals "at held n f x m" say
 -- when they were counted (at), what the pods hold (held), the live pods
--- (n), and the fair level (f 1: each pod gets at most x) or what every
--- pod's demand leaves (f 0: each gets its demand and x / n). A pod's op
--- reads its own entry and the totals, and moves held by the change of its
--- own hold. Once the totals are period old, or do not read as such, or
--- disagree with the pod's own entry, the op reads every entry (full) and
--- counts them again: about once a tick of the fleet. The totals alone
--- never grant a pod more than an even split of the limit (limit / pods,
--- the pods counted as the larger of n and the entries, HLEN).
+-- (n), the fair level (f 1: each pod gets at most x) or what every pod's
+-- demand leaves (f 0: each gets its demand and x / n), and the fleet's
+-- limit (m). A pod's op reads its own entry and the totals, moves held by
+-- the change of its own hold, and lowers m to its own limit. Once the
+-- totals are period old, or do not read as such, or disagree with the
+-- pod's own entry, or hold more than the fleet's limit, the op reads
+-- every entry (full) and counts them again: about once a tick of the
+-- fleet. The totals alone never grant a pod more than an even split of
+-- the limit (limit / pods, the pods counted as the larger of n and the
+-- entries, HLEN).
 --
--- Input: an entry that is not four integers is deleted (malformed); one
--- past its expiry is deleted; a rate above the limit or an expiry past
--- now + longest life is cut (capped). A hash of more than most fields, or
--- a key of another type, is none the fleet wrote: deleted whole (UNLINK,
+-- Input: an entry that is not four or five integers (a limit of at least
+-- 1) is deleted (malformed); one past its expiry is deleted; a rate above
+-- both this pod's limit and the entry's own, or an expiry past now +
+-- longest life, is cut (capped). A hash of more than most fields, or a
+-- key of another type, is none the fleet wrote: deleted whole (UNLINK,
 -- malformed) and read as lost, so that no op reads or deletes garbage
 -- field by field. A pause with no expiry is deleted (malformed), one past
 -- the longest pause cut to it (capped). The hash's expiry is set at each
@@ -53,12 +64,14 @@ local malformed, capped = 0, 0
 local holder, L, d, a, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local life, bound, period, most = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local lost = 0
+-- entry reads "d g a e l" or "d g a e": its l is nil in the second.
 local function entry(v)
   if type(v) ~= 'string' then return nil end
-  local f1, f2, f3, f4 = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$')
-  local pd, pg, pa, pe = int(f1, M), int(f2, M), int(f3, M), int(f4, M)
-  if pd and pg and pa and pe then return pd, pg, pa, pe end
-  return nil
+  local f1, f2, f3, f4, f5 = string.match(v, '^(%d+) (%d+) (%d+) (%d+) (%d+)$')
+  if not f1 then f1, f2, f3, f4 = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$') end
+  local pd, pg, pa, pe, pl = int(f1, M), int(f2, M), int(f3, M), int(f4, M), int(f5, M)
+  if not (pd and pg and pa and pe) or (f5 and not (pl and pl >= 1)) then return nil end
+  return pd, pg, pa, pe, pl
 end
 local size = redis.pcall('HLEN', KEYS[1])
 if type(size) ~= 'number' or size > tonumber(ARGV[11]) then
@@ -75,12 +88,15 @@ if not mine and a > 0 then
   cap = math.min(cap, tonumber(ARGV[8]))
   lost = 1
 end
-local at, held, n, f, x, tail, claimed
+local at, held, n, f, x, m, claimed
 if type(got[2]) == 'string' then
-  local g1, g2, g3, g4, g5
-  g1, g2, tail, g3, g4, g5 = string.match(got[2], '^(%d+) (%d+) ((%d+) ([01]) (%d+))$')
-  at, held, n, f, x = int(g1, M), int(g2, M), int(g3, 1048576), int(g4, 1), int(g5, M)
-  if not (at and held and n and f and x and n >= 1) then
+  local g1, g2, g3, g4, g5, g6 = string.match(got[2], '^(%d+) (%d+) (%d+) ([01]) (%d+) (%d+)$')
+  if not g1 then
+    g1, g2, g3, g4, g5 = string.match(got[2], '^(%d+) (%d+) (%d+) ([01]) (%d+)$')
+    g6 = ARGV[2]
+  end
+  at, held, n, f, x, m = int(g1, M), int(g2, M), int(g3, 1048576), int(g4, 1), int(g5, M), int(g6, M)
+  if not (at and held and n and f and x and m and n >= 1 and m >= 1) then
     at = nil
     malformed = malformed + 1
   elseif held < old then
@@ -90,17 +106,21 @@ if type(got[2]) == 'string' then
     claimed = held
   end
 end
-local others, target, pods
-local fast = at and (od or not mine) and at <= now and now - at < period and held <= L
+local E, others, target, pods
+local fast = at and (od or not mine) and at <= now and now - at < period
 if fast then
-  others, pods = held - old, n
+  E = math.min(L, m)
+  fast = held <= E
+end
+if fast then
+  m, others, pods = E, held - old, n
   if not mine then pods = n + 1 end
   local entries = size - 1
   if not mine then entries = entries + 1 end
   pods = math.max(pods, entries)
   if f == 1 then target = math.min(d, x) else target = d + x / n end
-  local even = L / pods
-  if math.min(target, L - others, cap) > even then
+  local even = E / pods
+  if math.min(target, E - others, cap) > even then
     if d > even then fast = false else target = even end
   end
 end
@@ -108,31 +128,36 @@ if not fast then
 local all = {}
 if size > 0 then all = redis.call('HGETALL', KEYS[1]) end
 local wants, dead = {d}, {}
-others = 0
+others, m = 0, L
 for i = 1, #all, 2 do
   local k = all[i]
   if k ~= holder and k ~= '#' then
-    local pd, pg, pa, pe = entry(all[i + 1])
+    local pd, pg, pa, pe, pl = entry(all[i + 1])
     if not pd then
       dead[#dead + 1] = k
       malformed = malformed + 1
     elseif pe <= now then
       dead[#dead + 1] = k
     else
-      if pd > L or pg > L or pa > L or pe > now + most then
-        pd, pg, pa, pe = math.min(pd, L), math.min(pg, L), math.min(pa, L), math.min(pe, now + most)
-        redis.call('HSET', KEYS[1], k, fmt(pd) .. ' ' .. fmt(pg) .. ' ' .. fmt(pa) .. ' ' .. fmt(pe))
+      local top = math.max(L, pl or L) -- what its own pod may be granted
+      if pd > top or pg > top or pa > top or pe > now + most then
+        pd, pg, pa, pe = math.min(pd, top), math.min(pg, top), math.min(pa, top), math.min(pe, now + most)
+        local v = fmt(pd) .. ' ' .. fmt(pg) .. ' ' .. fmt(pa) .. ' ' .. fmt(pe)
+        if pl then v = v .. ' ' .. fmt(pl) end
+        redis.call('HSET', KEYS[1], k, v)
         capped = capped + 1
       end
       wants[#wants + 1] = pd
       others = others + math.max(pg, pa)
+      m = math.min(m, pl or L)
     end
   end
 end
 hdel(KEYS[1], dead)
 if claimed and claimed < others + old then malformed = malformed + 1 end
+E = m
 table.sort(wants)
-local left, level = L, nil
+local left, level = E, nil
 n = #wants
 for i = 1, n do
   local each = left / (n - i + 1)
@@ -147,13 +172,13 @@ if level then
 else
   target, f, x = d + left / n, 0, left
 end
-at, pods, tail = now, n, fmt(n) .. ' ' .. f .. ' ' .. fmt(x)
+at, pods = now, n
 redis.call('PEXPIRE', KEYS[1], 2 * most)
 end
-local g = math.max(0, math.floor(math.min(target, L - others, cap)))
-held = others + math.max(g, a)
-redis.call('HSET', KEYS[1], holder, ARGV[3] .. ' ' .. fmt(g) .. ' ' .. ARGV[4] .. ' ' .. fmt(now + life),
-  '#', fmt(at) .. ' ' .. fmt(held) .. ' ' .. tail)
+local g = math.max(0, math.floor(math.min(target, E - others, cap)))
+held = math.min(M, others + math.max(g, a))
+redis.call('HSET', KEYS[1], holder, ARGV[3] .. ' ' .. fmt(g) .. ' ' .. ARGV[4] .. ' ' .. fmt(now + life) .. ' ' .. ARGV[2],
+  '#', fmt(at) .. ' ' .. fmt(held) .. ' ' .. fmt(n) .. ' ' .. f .. ' ' .. fmt(x) .. ' ' .. fmt(m))
 local pause = redis.call('PTTL', KEYS[2])
 if pause == -1 then
   redis.call('DEL', KEYS[2])
