@@ -68,17 +68,33 @@ func WithFleet(f Fleet) Option {
 // of every attempt and must not allocate when a token is at hand.
 // ReportPauses, called once before any call, gives the hook to call with
 // a pause learned from elsewhere (another pod's upstream): the observers
-// hear of it, once per pause. SetRate makes r (limited) the quota's rate
-// from now on, when a change of the settings file changes RATE_LIMIT or
-// RATE_BURST: the tokens at hand carry over (at most the new burst); a
-// fleet's quota shares the new limit from its next sync on. It is called
-// between calls, never on a call's path.
+// hear of it, once per pause.
+//
+// A quota whose rate can change while it runs also has a method
+// SetRate(r config.Rate): it makes r (limited) the quota's rate from now
+// on, when a change of the settings file changes RATE_LIMIT or
+// RATE_BURST; the tokens at hand carry over (at most the new burst), and
+// a fleet's quota shares the new limit from its next sync on. It is
+// called between calls, never on a call's path. Every quota of this
+// module has it, and so does the fleet module's; with a quota without it
+// (a fleet module built before it, in a service that requires the two
+// at different versions) such a change needs a restart. It is not part of
+// the interface so that such a service still builds.
 type Quota interface {
 	Wait(ctx context.Context, maxWait time.Duration) error
 	Pause(until time.Time)
 	Status() observe.RateStatus
 	ReportPauses(report func(until time.Time))
-	SetRate(r config.Rate)
+}
+
+// rateSetter is a [Quota] whose rate can change while it runs.
+type rateSetter interface{ SetRate(r config.Rate) }
+
+// settable reports whether q's rate can change while it runs: q is nil
+// (a change makes a new one) or has SetRate.
+func settable(q Quota) bool {
+	_, ok := q.(rateSetter)
+	return q == nil || ok
 }
 
 // fleetCircuit returns the circuit of l, a system at BREAKER_SCOPE=fleet.

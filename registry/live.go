@@ -203,7 +203,7 @@ func (r *Registry) fixed(env map[string]string, loaded []config.Loaded) error {
 // liveSettings are the settings a change applies while the service
 // runs (and MAX_CONCURRENT up to what it was at start, RATE_LIMIT and
 // RATE_BURST at either scope (at fleet, the fleet shares the new limit
-// within a sync or two: Quota.SetRate), the breaker's ratio and minimum at
+// within a sync or two: a Quota's SetRate), the breaker's ratio and minimum at
 // BREAKER_SCOPE=local: its state and counts stay, and its next failure
 // is judged by the new rule); every other one is fixed at start
 // (needsRestart).
@@ -233,6 +233,8 @@ func (c *Client) needsRestart(l config.Loaded) []string {
 	for _, v := range l.Vars() {
 		live := liveSettings[v.Setting]
 		switch v.Setting {
+		case "RateLimit", "RateBurst":
+			live = c.ratesSettable()
 		case "BreakerFailureRatio", "BreakerMinRequests":
 			// The pod's own breakers take a new rule (breaker.Rule); a
 			// fleet's judges by the one it was given at start.
@@ -260,6 +262,18 @@ func (c *Client) needsRestart(l config.Loaded) []string {
 	return out
 }
 
+// ratesSettable reports whether every quota of the client (the
+// system's, and its routes') can take a new rate while it runs: a fleet
+// module built before live rate changes gives quotas that cannot.
+func (c *Client) ratesSettable() bool {
+	ps := c.pol.Load()
+	ok := settable(ps.quota)
+	for _, r := range ps.routeList() {
+		ok = ok && settable(r.quota)
+	}
+	return ok
+}
+
 // apply makes l the client's settings for the calls that begin from now
 // on: the breakers, the pool, the permits and the tokens stay; a call in
 // flight finishes under the settings it began with.
@@ -273,7 +287,10 @@ func (c *Client) apply(l config.Loaded) {
 		case !r.Limited():
 			quota = nil
 		case quota != nil:
-			quota.SetRate(r) // the tokens carry over; a fleet's share follows on its next sync
+			// The tokens carry over; a fleet's share follows on its next
+			// sync. A quota without SetRate has refused the change
+			// (needsRestart).
+			quota.(rateSetter).SetRate(r)
 		default:
 			nq := ratelimit.NewLocal(r)
 			nq.ReportPauses(func(until time.Time) { c.paused(until, 0) })

@@ -609,3 +609,48 @@ func TestSettingsChangeOfAFleetRateIsHandedToTheFleet(t *testing.T) {
 		t.Errorf("Reload taking a route's own limit away at scope fleet: %v, want it refused as needing a restart", err)
 	}
 }
+
+// fixedRateFleet gives quotas without SetRate, as a fleet module built
+// before live rate changes does.
+type fixedRateFleet struct{ rateFleet }
+
+// fixedQuota is a quotaSpy whose rate cannot change while it runs.
+type fixedQuota struct{ q *quotaSpy }
+
+func (q fixedQuota) Wait(ctx context.Context, d time.Duration) error { return q.q.Wait(ctx, d) }
+func (q fixedQuota) Pause(until time.Time)                           { q.q.Pause(until) }
+func (q fixedQuota) ReportPauses(f func(time.Time))                  { q.q.ReportPauses(f) }
+func (q fixedQuota) Status() observe.RateStatus                      { return q.q.Status() }
+
+func (f *fixedRateFleet) Quota(sys FleetSystem, local Quota) (Quota, error) {
+	q, err := f.rateFleet.Quota(sys, local)
+	return fixedQuota{q.(*quotaSpy)}, err
+}
+
+// A fleet whose quotas cannot take a new rate (a service requiring a fleet
+// module older than the core) still builds and runs: a change of
+// RATE_LIMIT at RATE_SCOPE=fleet is refused as needing a restart, and the
+// rest of the change with it, as any such change is.
+func TestSettingsChangeOfARateAFleetCannotTakeNeedsARestart(t *testing.T) {
+	t.Parallel()
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	path := filepath.Join(t.TempDir(), "settings")
+	if err := writeSettings(path, []byte("PAYMENTS_RATE_LIMIT=100/s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fl := &fixedRateFleet{rateFleet{quotas: map[string]*quotaSpy{}}}
+	r := liveRegistry(t, map[string]string{
+		"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL, "PAYMENTS_RATE_SCOPE": "fleet",
+		"OUTBOUND_FLEET_REDIS_URL": "redis://127.0.0.1:1", "OUTBOUND_FLEET_NAMESPACE": "test",
+	}, path, WithFleet(fl), WithReloadInterval(time.Hour))
+	if err := writeSettings(path, []byte("PAYMENTS_RATE_LIMIT=30/s\nPAYMENTS_RETRIES=0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := r.Reload()
+	if err == nil || !strings.Contains(err.Error(), "PAYMENTS_RATE_LIMIT") {
+		t.Fatalf("Reload of RATE_LIMIT with a quota that cannot take it: %v, want it refused naming PAYMENTS_RATE_LIMIT", err)
+	}
+	if st := r.MustClient("payments").Status().Rate; st == nil || st.Limit != "100/s" {
+		t.Errorf("Status().Rate after the refused change: %+v, want 100/s still", st)
+	}
+}

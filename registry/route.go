@@ -305,7 +305,9 @@ func (c *Client) newRoute(l config.Loaded, lr config.LoadedRoute, old *route) (*
 		if old != nil && old.quota != nil {
 			r.quota = old.quota
 			if old.rate != r.rate {
-				r.quota.SetRate(r.rate) // the tokens carry over; a fleet's share follows on its next sync
+				// The tokens carry over; a fleet's share follows on its
+				// next sync (needsRestart: the quota has SetRate).
+				r.quota.(rateSetter).SetRate(r.rate)
 			}
 		} else {
 			r.quota = ratelimit.NewLocal(r.rate)
