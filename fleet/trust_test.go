@@ -64,13 +64,17 @@ func trustPods(t *testing.T, n int, srv *redistest.Server, ns string, failing *a
 	})
 }
 
-// allOpen calls every pod every 5ms until each says open.
+// allOpen calls every pod every 5ms until each has said open (not
+// necessarily at once: on a starved machine a pod's open of
+// BREAKER_OPEN_TIMEOUT may end before another's begins).
 func allOpen(t *testing.T, pods []*pod) {
 	t.Helper()
+	seen := make([]bool, len(pods))
 	waitFor(t, syncWait, "every pod open", func() bool {
 		open := 0
-		for _, p := range pods {
-			if p.c.Status().Breaker == observe.BreakerOpen {
+		for i, p := range pods {
+			seen[i] = seen[i] || p.c.Status().Breaker == observe.BreakerOpen
+			if seen[i] {
 				open++
 				continue
 			}
