@@ -3,8 +3,10 @@ package registry
 import (
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
+	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/policy"
 	"github.com/outbound-go/outbound/observe"
@@ -110,7 +112,41 @@ func (c *Client) breakerRefuses(p *route) bool {
 	case observe.BreakerClosed:
 		return false
 	}
-	return p.cb.State() == gobreaker.StateOpen
+	return circuitOpen(p.cb)
+}
+
+// circuitOpen reports whether cb's State is open now. A [localCircuit]
+// that was not last seen open answers without its State, which takes
+// gobreaker's lock and reads the clock: most of a refused call's time
+// when the refusal is the bulkhead's.
+func circuitOpen(cb Circuit) bool {
+	if lc, ok := cb.(*localCircuit); ok && gobreaker.State(lc.last.Load()) != gobreaker.StateOpen {
+		return false
+	}
+	return cb.State() == gobreaker.StateOpen
+}
+
+// localCircuit is a breaker of this pod's own (the system's, or a route's
+// at BREAKER=own): its gobreaker, and the state it last changed to, which
+// its hook keeps. A gobreaker leaves closed or half-open only on an
+// attempt's outcome, which runs the hook under its lock, never because
+// time passed (only open turns half-open by time), so while the state last
+// changed to is not open, State cannot say open either. A fleet's circuit
+// wraps one as its local breaker and calls it as any [Circuit].
+type localCircuit struct {
+	*gobreaker.CircuitBreaker[*http.Response]
+	last atomic.Int32 // a gobreaker.State; zero is closed, as a new breaker is
+}
+
+// newLocalCircuit builds the breaker of settings cfg (breaker.New) whose
+// changes of state go to onChange.
+func newLocalCircuit(name string, cfg config.Client, rule *breaker.Rule, onChange func(from, to gobreaker.State)) *localCircuit {
+	lc := new(localCircuit)
+	lc.CircuitBreaker = breaker.New(name, cfg, rule, func(from, to gobreaker.State) {
+		lc.last.Store(int32(to))
+		onChange(from, to)
+	})
+	return lc
 }
 
 // localChanged is the hook of the system's own breaker: its changes go to
