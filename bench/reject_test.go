@@ -9,6 +9,21 @@ package main
 //	cd bench && go test -c -o /tmp/bench.test . &&
 //	GOMAXPROCS=1 taskset -c 0 /tmp/bench.test -test.run '^$' \
 //		-test.bench Reject -test.benchmem -test.count 6
+//
+// Each refusal allocates one value, the caller's *registry.Error (96 B).
+// On a shared 2-core AMD EPYC VM (Go 1.26), in four runs of 8 to 12
+// samples, the absolute cpu-ns/op moved by up to 40% from run to run
+// with the machine's load, the ratios much less: an open breaker's
+// refusal took 1.3x to 1.7x the reference's (gobreaker's Execute
+// refusing, which takes its lock and reads the clock; outbound reads
+// the clock only), a full bulkhead's 7x to 9x (a bare TryAcquire,
+// 11 to 18 ns). A full bulkhead's refusal spends about half its time
+// allocating its error (GC included: this benchmark's heap is small),
+// about 35 ns on the entry's checks that come before the bulkhead (the
+// registry's closed flag, the URL's origin, the caller's budget, an
+// operator's override, the breaker's last state), and about 13 ns in
+// the caller's errors.Is through the *registry.Error to bulkhead.ErrFull
+// (the reference compares a bare sentinel).
 
 import (
 	"errors"

@@ -11,7 +11,6 @@ import (
 	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/redact"
 	"github.com/outbound-go/outbound/observe"
-	"github.com/sony/gobreaker/v2"
 )
 
 // This file is the entry of a call: the refusals that cost no I/O, the
@@ -46,7 +45,7 @@ func (c *Client) refuse(req *http.Request, p *route) error {
 	case observe.BreakerClosed:
 		return nil // an operator overrides the breaker's judgement
 	}
-	if p.cb.State() == gobreaker.StateOpen {
+	if circuitOpen(p.cb) {
 		return c.refused(req, p, observe.OpBreaker, breaker.Open)
 	}
 	return nil

@@ -3,8 +3,10 @@ package registry
 import (
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
+	"github.com/outbound-go/outbound/config"
 	"github.com/outbound-go/outbound/internal/breaker"
 	"github.com/outbound-go/outbound/internal/policy"
 	"github.com/outbound-go/outbound/observe"
@@ -110,7 +112,67 @@ func (c *Client) breakerRefuses(p *route) bool {
 	case observe.BreakerClosed:
 		return false
 	}
-	return p.cb.State() == gobreaker.StateOpen
+	return circuitOpen(p.cb)
+}
+
+// circuitOpen reports whether cb's State is open now. A [localCircuit]
+// answers without its State (gobreaker's lock and a read of the clock,
+// most of a refused call's time) unless its open time has passed.
+func circuitOpen(cb Circuit) bool {
+	if lc, ok := cb.(*localCircuit); ok {
+		return lc.open()
+	}
+	return cb.State() == gobreaker.StateOpen
+}
+
+// localCircuit is a breaker of this pod's own (the system's, or a route's
+// at BREAKER=own): its gobreaker, and the state it last changed to, which
+// its hook keeps under gobreaker's lock. A fleet's circuit wraps one as
+// its local breaker and calls it as any [Circuit].
+type localCircuit struct {
+	*gobreaker.CircuitBreaker[*http.Response]
+	timeout time.Duration                // BREAKER_OPEN_TIMEOUT, fixed for the breaker's life
+	last    atomic.Pointer[circuitState] // nil: closed, as a new breaker is
+}
+
+// circuitState is a state a localCircuit changed to, and for open the end
+// of its open time: BREAKER_OPEN_TIMEOUT after the change, read a moment
+// after gobreaker's own reading, so never sooner than gobreaker's end.
+type circuitState struct {
+	state gobreaker.State
+	until time.Time
+}
+
+// newLocalCircuit builds the breaker of settings cfg (breaker.New) whose
+// changes of state go to onChange.
+func newLocalCircuit(name string, cfg config.Client, rule *breaker.Rule, onChange func(from, to gobreaker.State)) *localCircuit {
+	lc := &localCircuit{timeout: cfg.BreakerOpenTimeout}
+	lc.CircuitBreaker = breaker.New(name, cfg, rule, func(from, to gobreaker.State) {
+		s := &circuitState{state: to}
+		if to == gobreaker.StateOpen {
+			s.until = time.Now().Add(lc.timeout)
+		}
+		lc.last.Store(s)
+		onChange(from, to)
+	})
+	return lc
+}
+
+// open reports whether State is open now. A gobreaker leaves closed or
+// half-open only on an attempt's outcome, which runs the hook, never
+// because time passed, so a state last changed to that is not open
+// answers at once. An open one answers at once too until its open time
+// ends (time.Until of a monotonic reading reads one clock, with no
+// lock); after that State decides, and turns the breaker half-open.
+func (lc *localCircuit) open() bool {
+	s := lc.last.Load()
+	switch {
+	case s == nil || s.state != gobreaker.StateOpen:
+		return false
+	case lc.timeout > 0 && time.Until(s.until) > 0:
+		return true
+	}
+	return lc.State() == gobreaker.StateOpen
 }
 
 // localChanged is the hook of the system's own breaker: its changes go to

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -789,4 +791,50 @@ func TestRetryRefusedByTheBreakerReturnsTheLastResponse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLocalCircuitIsOpenExactlyWhenItsStateSaysSo drives a system's own
+// breaker through every change of state, the open time passing included,
+// and checks that the entry's question (circuitOpen, which reads the
+// state its hook kept) answers as the breaker's own State does.
+func TestLocalCircuitIsOpenExactlyWhenItsStateSaysSo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := config.Client{BreakerMinRequests: 1, BreakerFailureRatio: 0.5, BreakerWindow: 10 * time.Second,
+			BreakerOpenTimeout: time.Second, BreakerHalfOpenProbes: 1}
+		var changes []gobreaker.State
+		lc := newLocalCircuit("s", cfg, nil, func(_, to gobreaker.State) { changes = append(changes, to) })
+		outcome := func(err error) {
+			_, _ = lc.Execute(func() (*http.Response, error) { return nil, err })
+		}
+		check := func(step string, want gobreaker.State) {
+			t.Helper()
+			// circuitOpen first: once the open time passed, it is what
+			// turns the breaker half-open.
+			if got := circuitOpen(lc); got != (want == gobreaker.StateOpen) {
+				t.Errorf("%s: circuitOpen = %v, want %v (state %v)", step, got, !got, want)
+			}
+			if got := lc.State(); got != want {
+				t.Errorf("%s: State = %v, want %v", step, got, want)
+			}
+		}
+		check("new", gobreaker.StateClosed)
+		outcome(nil)
+		check("after a success", gobreaker.StateClosed)
+		outcome(breaker.ErrFailedStatus)
+		check("tripped", gobreaker.StateOpen)
+		time.Sleep(time.Second - time.Nanosecond)
+		check("a moment before the open time ends", gobreaker.StateOpen)
+		time.Sleep(2 * time.Nanosecond)
+		check("open time passed", gobreaker.StateHalfOpen)
+		outcome(breaker.ErrFailedStatus)
+		check("probe failed", gobreaker.StateOpen)
+		time.Sleep(time.Second + time.Nanosecond)
+		check("open time passed again", gobreaker.StateHalfOpen)
+		outcome(nil)
+		check("probe succeeded", gobreaker.StateClosed)
+		want := []gobreaker.State{gobreaker.StateOpen, gobreaker.StateHalfOpen, gobreaker.StateOpen, gobreaker.StateHalfOpen, gobreaker.StateClosed}
+		if !slices.Equal(changes, want) {
+			t.Errorf("changes = %v, want %v", changes, want)
+		}
+	})
 }

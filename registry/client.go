@@ -84,7 +84,7 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 		o.logger.Warn("outbound fault injection on", "outbound.system", l.Name, "outbound.faults", c.faults.describe())
 	}
 	c.rule = breaker.NewRule(l.Client)
-	c.cb = breaker.New(l.Name, l.Client, c.rule, c.localChanged)
+	c.cb = newLocalCircuit(l.Name, l.Client, c.rule, c.localChanged)
 	if l.Client.BreakerScope == "fleet" {
 		if c.cb, err = o.fleetCircuit(l, c.cb); err != nil {
 			return nil, err

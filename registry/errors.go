@@ -61,11 +61,15 @@ func (e *originError) Is(target error) bool { return target == ErrOtherOrigin }
 // package sentinels, bulkhead.ErrFull, capbudget.ErrExhausted, the
 // transport's error, context errors.
 type Error struct {
-	System   string
-	Op       observe.Op
-	Method   string // empty for fast failures
-	URL      string // redacted; empty for fast failures
-	Attempts int    // attempts sent; 0 when nothing was sent
+	System string
+	Op     observe.Op
+	// inURLError: net/http's *url.Error wraps the Error and names Method
+	// and URL. It sits in Op's padding so that an Error takes 96 bytes,
+	// not 112: a refused call's one allocation.
+	inURLError bool
+	Method     string // empty for fast failures
+	URL        string // redacted; empty for fast failures
+	Attempts   int    // attempts sent; 0 when nothing was sent
 	// StatusCode is the last temporary status seen when the call gave up
 	// on a status it could not retry in time (e.g. 429 with a Retry-After
 	// past the deadline); 0 otherwise.
@@ -75,8 +79,6 @@ type Error struct {
 	// when there was none.
 	RetryAfter time.Duration
 	Err        error
-
-	inURLError bool // wrapped by net/http's *url.Error, which names Method and URL
 }
 
 // Error reads as one sentence: the system, the request (unless net/http's

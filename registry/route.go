@@ -334,7 +334,7 @@ func (c *Client) ownBreaker(l config.Loaded, lr config.LoadedRoute, r *route) er
 	report := func(from, to gobreaker.State) { c.routeBreakerChanged(name, from, to) }
 	var toFleet func(from, to gobreaker.State) // set once, before any call
 	r.rule = breaker.NewRule(lr.Client)
-	own := breaker.New(l.Name+"/"+lr.Name, lr.Client, r.rule, func(from, to gobreaker.State) {
+	own := newLocalCircuit(l.Name+"/"+lr.Name, lr.Client, r.rule, func(from, to gobreaker.State) {
 		if toFleet != nil {
 			toFleet(from, to)
 			return
