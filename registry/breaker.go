@@ -23,8 +23,10 @@ import (
 // Execute must run send at most once and return what send returned, or
 // refuse with gobreaker.ErrOpenState or gobreaker.ErrTooManyRequests,
 // unwrapped, having run nothing; [FleetSystem.Judge] says how to count what send
-// returned. State is read before every call (an open circuit refuses the
-// call before the bulkhead) and by [Client.Status]; Counts by Status. All
+// returned. A fleet's State is read before every call (an open circuit
+// refuses the call before the bulkhead; the pod's own breaker answers
+// from the state its hook last recorded, see localCircuit) and by
+// [Client.Status]; Counts by Status. All
 // three are called from any goroutine, concurrently, and must be quick:
 // they are on every call's path. A Circuit that also has a method
 // FleetSync() observe.FleetSync has it shown in Status; one that is a
