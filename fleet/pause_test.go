@@ -128,21 +128,23 @@ func (seen *pausesSeen) check(t *testing.T, what string, sends []*sendTimes, t0 
 	t.Helper()
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
-	first, knew := time.Time{}, time.Duration(0)
+	knew := time.Duration(0)
 	for i, at := range seen.at {
 		if at.IsZero() {
 			t.Fatalf("%s: pod %d never learned of the pause", what, i)
-		}
-		if first.IsZero() || at.Before(first) {
-			first = at
 		}
 		knew = max(knew, at.Sub(t0))
 	}
 	after := 0
 	for i, s := range sends {
 		until := seen.until[i]
-		if d := until.Sub(t0); d < 1800*time.Millisecond || until.After(first.Add(2200*time.Millisecond)) {
-			t.Errorf("%s: pod %d paused until %v after the 429, want 2s within 200ms", what, i, d)
+		// A pause ends 2s after the pod learned of it (the 429, or the
+		// fleet's pause with its time left): never before the 429's 2s,
+		// never past 2s after the watcher saw the pod paused, however late
+		// a starved machine ran either.
+		if d := until.Sub(t0); d < 1800*time.Millisecond || until.After(seen.at[i].Add(2200*time.Millisecond)) {
+			t.Errorf("%s: pod %d paused until %v after the 429 (seen paused %v after it), want 2s from when it learned, within 200ms",
+				what, i, d, seen.at[i].Sub(t0))
 		}
 		from := seen.at[i].Add(100 * time.Millisecond)
 		during := windowOf(s.since(t0), from, until.Add(-10*time.Millisecond).Sub(from)) // 10ms: a pause carried in whole ms
