@@ -60,7 +60,7 @@ func trustPods(t *testing.T, n int, srv *redistest.Server, ns string, failing *a
 		"PAYMENTS_BREAKER_OPEN_TIMEOUT":     trustOpen.String(),
 		"PAYMENTS_BREAKER_HALF_OPEN_PROBES": "1",
 		"PAYMENTS_BREAKER_MIN_REQUESTS":     "5",
-		"PAYMENTS_BREAKER_WINDOW":           "2s", // successes before a failing phase age out
+		"PAYMENTS_BREAKER_WINDOW":           "10s", // successes before a failing phase age out, failures from a slow caller do not
 	})
 }
 
@@ -245,7 +245,20 @@ func TestVersionsOutOfRangeAreRejected(t *testing.T) {
 			tc.write(t, f)
 			stopped := time.Now()
 			if tc.taken {
-				allOpen(t, pods)
+				// Taken: every pod holds the version (its open of 500ms
+				// may end before a starved pod's check sees it open).
+				seen := make([]bool, len(pods))
+				waitFor(t, syncWait, "every pod at the version written", func() bool {
+					all := true
+					for i, p := range pods {
+						for _, st := range p.fleet.Systems() {
+							seen[i] = seen[i] || st.Version == 1<<53-1
+						}
+						all = all && seen[i]
+					}
+					time.Sleep(5 * time.Millisecond)
+					return all
+				})
 			} else {
 				waitFor(t, syncWait, "the foreign value rejected", func() bool {
 					for _, p := range pods {
