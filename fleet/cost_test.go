@@ -227,7 +227,7 @@ func callEvery(ctx context.Context, c *registry.Client, gap time.Duration) int {
 // redisCost set to log every command of 100µs or more, the last 4,096).
 func longestScript(t testing.TB, srv *redistest.Server) time.Duration {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialTimeout: syncWait, ReadTimeout: syncWait, WriteTimeout: syncWait})
 	defer rdb.Close()
 	log, err := rdb.SlowLogGet(context.Background(), -1).Result()
 	if err != nil {

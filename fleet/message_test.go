@@ -41,7 +41,7 @@ func TestEveryMessageTheScriptsPublishReads(t *testing.T) {
 	srv := redistest.Start(t)
 	f, c := newPod(t, srv, "msgs", testSettings)
 	waitFor(t, syncWait, "sync", f.synced.Load)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialTimeout: syncWait, ReadTimeout: syncWait, WriteTimeout: syncWait})
 	t.Cleanup(func() { rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -80,7 +80,7 @@ func forgedRun(t *testing.T, forge string, late time.Duration) {
 	}
 	r0 := malformed()
 
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialTimeout: syncWait, ReadTimeout: syncWait, WriteTimeout: syncWait})
 	t.Cleanup(func() { rdb.Close() })
 	quota := newForeign(srv, "forged").base + ":quota"
 	ctx, cancel := context.WithCancel(context.Background())

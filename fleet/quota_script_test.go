@@ -27,7 +27,7 @@ type grantsOn struct {
 
 func newGrants(t *testing.T, limit int64) grantsOn {
 	srv := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialTimeout: syncWait, ReadTimeout: syncWait, WriteTimeout: syncWait})
 	t.Cleanup(func() { rdb.Close() })
 	return grantsOn{t: t, rdb: rdb, limit: limit}
 }
@@ -194,7 +194,7 @@ func BenchmarkQuotaRecount(b *testing.B) {
 	}{{"counting1000entries", 0}, {"readingTheTotals", 3_600_000}} {
 		b.Run(bc.name, func(b *testing.B) {
 			srv := redistest.Start(b)
-			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialTimeout: syncWait, ReadTimeout: syncWait, WriteTimeout: syncWait})
 			b.Cleanup(func() { rdb.Close() })
 			g := grantsOn{t: b, rdb: rdb, limit: 1e12, period: bc.period}
 			end := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)

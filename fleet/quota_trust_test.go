@@ -180,7 +180,7 @@ func TestPauseFromRedisIsBounded(t *testing.T) {
 func TestAHashOfGarbageHoldsRedisBriefly(t *testing.T) {
 	t.Parallel()
 	pods, f, counts := trustQuotaPods(t, "qhuge")
-	rdb := redis.NewClient(&redis.Options{Addr: f.srv.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: f.srv.Addr(), DialTimeout: syncWait, ReadTimeout: syncWait, WriteTimeout: syncWait})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
 	quota := f.base + ":quota"
