@@ -259,6 +259,16 @@ func (c *Client) needsRestart(l config.Loaded) []string {
 	if fleet && !maps.Equal(own(old), own(l)) {
 		out = append(out, l.Prefix+"_ROUTES (which routes have a breaker or a limit of their own, at scope fleet)")
 	}
+	rates := func(ls config.Loaded) map[string]config.Rate {
+		m := map[string]config.Rate{}
+		for _, r := range ls.Routes {
+			m[r.Name] = r.Rate()
+		}
+		return m
+	}
+	if !c.ratesSettable() && !maps.Equal(rates(old), rates(l)) {
+		out = append(out, l.Prefix+"_ROUTES (a route's own limit, which this build's fleet cannot change while it runs)")
+	}
 	return out
 }
 

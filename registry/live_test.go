@@ -654,3 +654,27 @@ func TestSettingsChangeOfARateAFleetCannotTakeNeedsARestart(t *testing.T) {
 		t.Errorf("Status().Rate after the refused change: %+v, want 100/s still", st)
 	}
 }
+
+// The same for a route's own limit at scope fleet: its variables are the
+// route's, not the system's, and the change is refused, not applied to a
+// quota that cannot take it.
+func TestSettingsChangeOfARouteRateAFleetCannotTakeNeedsARestart(t *testing.T) {
+	t.Parallel()
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	path := filepath.Join(t.TempDir(), "settings")
+	if err := writeSettings(path, []byte("PAYMENTS_RATE_LIMIT=100/s\nPAYMENTS_ROUTE_CHARGE_RATE_LIMIT=5/s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fl := &fixedRateFleet{rateFleet{quotas: map[string]*quotaSpy{}}}
+	r := liveRegistry(t, map[string]string{
+		"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL, "PAYMENTS_RATE_SCOPE": "fleet",
+		"PAYMENTS_ROUTES": "charge", "PAYMENTS_ROUTE_CHARGE_MATCH": "POST /charge",
+		"OUTBOUND_FLEET_REDIS_URL": "redis://127.0.0.1:1", "OUTBOUND_FLEET_NAMESPACE": "test",
+	}, path, WithFleet(fl), WithReloadInterval(time.Hour))
+	if err := writeSettings(path, []byte("PAYMENTS_RATE_LIMIT=100/s\nPAYMENTS_ROUTE_CHARGE_RATE_LIMIT=8/s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(); err == nil || !strings.Contains(err.Error(), "PAYMENTS_ROUTES") {
+		t.Fatalf("Reload of a route's limit with a quota that cannot take it: %v, want it refused naming PAYMENTS_ROUTES", err)
+	}
+}
