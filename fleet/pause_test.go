@@ -120,10 +120,11 @@ func (s *pausesSeen) end() time.Time {
 // check checks a pause asked by a 429 with Retry-After: 2 answered
 // at t0, by what each pod did: every pod learned of it (seen); it ends on
 // every pod 2s after the answer, within 200ms (no sooner than asked, no
-// later than 2.2s after the first pod knew); no pod sent a request from
-// 100ms after it knew (a request past the quota just before may still
-// leave) until 10ms before the pause ended (a pause read from Redis is in
-// whole milliseconds); and the pods sent again after it.
+// later than 2.2s after the first pod knew); no pod sent a request of a
+// call begun from 100ms after it knew until 10ms before the pause ended
+// (a pause read from Redis is in whole milliseconds), nor more than one
+// per caller of calls begun before (their tokens taken before it knew);
+// and the pods sent again after it.
 func (seen *pausesSeen) check(t *testing.T, what string, sends []*sendTimes, t0 time.Time) {
 	t.Helper()
 	seen.mu.Lock()
@@ -135,7 +136,7 @@ func (seen *pausesSeen) check(t *testing.T, what string, sends []*sendTimes, t0 
 		}
 		knew = max(knew, at.Sub(t0))
 	}
-	after := 0
+	after, late := 0, 0
 	for i, s := range sends {
 		until := seen.until[i]
 		// A pause ends 2s after the pod learned of it (the 429, or the
@@ -146,20 +147,33 @@ func (seen *pausesSeen) check(t *testing.T, what string, sends []*sendTimes, t0 
 			t.Errorf("%s: pod %d paused until %v after the 429 (seen paused %v after it), want 2s from when it learned, within 200ms",
 				what, i, d, seen.at[i].Sub(t0))
 		}
+		// What the pod's quota granted from 100ms after the pod knew: a
+		// call that began before may have taken its token before, and a
+		// starved scheduler may run its send seconds later; each caller
+		// has one call at a time, so there are at most pauseCallers such.
 		from := seen.at[i].Add(100 * time.Millisecond)
-		during := windowOf(s.since(t0), from, until.Add(-10*time.Millisecond).Sub(from)) // 10ms: a pause carried in whole ms
+		during, granted := s.sentIn(from, until.Add(-10*time.Millisecond)) // 10ms: a pause carried in whole ms
 		if len(during) > 0 {
-			t.Errorf("%s: pod %d sent %d requests during the pause, the first %v after the 429 (it knew %v after), want none",
+			t.Errorf("%s: pod %d sent %d requests of calls begun during the pause, the first %v after the 429 (it knew %v after), want none",
 				what, i, len(during), during[0].Sub(t0), seen.at[i].Sub(t0))
 		}
+		if len(granted) > pauseCallers {
+			t.Errorf("%s: pod %d sent %d requests during the pause of calls begun before it knew, want at most one per caller (%d)",
+				what, i, len(granted), pauseCallers)
+		}
+		late += len(granted)
 		after += len(s.since(until))
 	}
-	t.Logf("%s: 429 with Retry-After: 2: every pod knew %v after it, paused until %v after it; %d requests sent after the pause",
-		what, knew.Round(time.Millisecond), seen.until[0].Sub(t0).Round(time.Millisecond), after)
+	t.Logf("%s: 429 with Retry-After: 2: every pod knew %v after it, paused until %v after it; %d requests of calls begun before sent during it; %d requests sent after the pause",
+		what, knew.Round(time.Millisecond), seen.until[0].Sub(t0).Round(time.Millisecond), late, after)
 	if after == 0 {
 		t.Errorf("%s: no pod sent a request after the pause, want them to resume", what)
 	}
 }
+
+// pauseCallers bounds the goroutines that call one pod of a pause test
+// (drive's k).
+const pauseCallers = 8
 
 // windowOf returns the times of at within [from, from+d).
 func windowOf(at []time.Time, from time.Time, d time.Duration) []time.Time {

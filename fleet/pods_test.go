@@ -75,9 +75,19 @@ func startPods(t *testing.T, n int, srv redisAt, ns, scope, baseURL string, extr
 
 var errStatus = errors.New("failed status")
 
-// get makes one call and reads the whole answer.
+type beganKey struct{}
+
+// callBegan is when the call of ctx (made by get) began; zero for another.
+func callBegan(ctx context.Context) time.Time {
+	at, _ := ctx.Value(beganKey{}).(time.Time)
+	return at
+}
+
+// get makes one call and reads the whole answer. The call's context
+// carries when it began (callBegan), so that a test can tell a request
+// its quota granted before a moment from one granted after.
 func get(ctx context.Context, c *registry.Client) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, beganKey{}, time.Now()), 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/pay", nil)
 	if err != nil {

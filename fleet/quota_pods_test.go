@@ -91,16 +91,18 @@ func sliding(at []time.Time, w time.Duration) int {
 }
 
 // sendTimes notes when each request left a pod: when it reached the
-// registry's transport, past the quota.
+// registry's transport, past the quota; and when its call began (for a
+// call made by get).
 type sendTimes struct {
-	mu sync.Mutex
-	at []time.Time
+	mu    sync.Mutex
+	at    []time.Time
+	began []time.Time // began[i]: when the call of at[i] began, or zero
 }
 
 func (s *sendTimes) option() registry.Option {
 	return registry.WithTransportWrapper(func(_ string, next http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			s.record(time.Now())
+			s.recordCall(time.Now(), callBegan(r.Context()))
 			return next.RoundTrip(r)
 		})
 	})
@@ -115,7 +117,7 @@ type sendsBySystem struct {
 func (s *sendsBySystem) option() registry.Option {
 	return registry.WithTransportWrapper(func(system string, next http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			s.of(system).record(time.Now())
+			s.of(system).recordCall(time.Now(), callBegan(r.Context()))
 			return next.RoundTrip(r)
 		})
 	})
@@ -134,10 +136,30 @@ func (s *sendsBySystem) of(system string) *sendTimes {
 	return s.by[system]
 }
 
-func (s *sendTimes) record(at time.Time) {
+func (s *sendTimes) recordCall(at, began time.Time) {
 	s.mu.Lock()
-	s.at = append(s.at, at)
+	s.at, s.began = append(s.at, at), append(s.began, began)
 	s.mu.Unlock()
+}
+
+// sentIn splits the requests sent within [from, to) by when their calls
+// began: at or after from (their tokens were asked for from then on), or
+// before it (asked for before, sent later: a token taken before from).
+func (s *sendTimes) sentIn(from, to time.Time) (after, before []time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, at := range s.at {
+		if at.Before(from) || !at.Before(to) {
+			continue
+		}
+		if !s.began[i].IsZero() && s.began[i].Before(from) {
+			before = append(before, at)
+		} else {
+			after = append(after, at)
+		}
+	}
+	slices.SortFunc(after, func(x, y time.Time) int { return x.Compare(y) })
+	return after, before
 }
 
 // quotaRun is what one run of a fleet quota left to judge: the
