@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,34 +142,48 @@ func pct(ds []time.Duration, p float64) time.Duration {
 
 // callLoad is a run of calls for counting what the pods send Redis: every
 // pod makes perPod calls spread over d (back to back when d is 0), and
-// the run lasts d at least.
+// the run lasts d at least; a run with most set stops making calls once
+// most has passed (a starved machine makes fewer calls, not a longer run).
 type callLoad struct {
 	pods   []*pod
 	perPod int
 	d      time.Duration
+	most   time.Duration
 	// settle is how long to wait after the run before counting, for the
 	// last flush.
 	settle time.Duration
 }
 
-// commands runs l against srv's reset counters and returns the commands
-// the pods sent, those the scripts ran inside Redis (scriptCommands,
-// counted apart), and how long the run took.
-func (l callLoad) commands(t *testing.T, srv *redistest.Server) (sent, inside int, elapsed time.Duration) {
+// loadCount is what a callLoad cost Redis: the commands the pods sent,
+// those the scripts ran inside Redis (scriptCommands, counted apart), how
+// long the run took and how many calls it made.
+type loadCount struct {
+	sent, inside int
+	elapsed      time.Duration
+	calls        int
+}
+
+// commands runs l against srv's reset counters and counts what it cost.
+func (l callLoad) commands(t *testing.T, srv *redistest.Server) loadCount {
 	t.Helper()
 	if _, err := srv.Do("CONFIG", "RESETSTAT"); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
+	var made atomic.Int64
 	for _, p := range l.pods {
 		wg.Go(func() {
 			gap := l.d / time.Duration(l.perPod)
 			for range l.perPod {
+				if l.most > 0 && time.Since(start) >= l.most {
+					return
+				}
 				if err := get(context.Background(), p.c); err != nil {
 					t.Errorf("call: %v", err)
 					return
 				}
+				made.Add(1)
 				if gap > 0 {
 					time.Sleep(gap)
 				}
@@ -179,7 +194,7 @@ func (l callLoad) commands(t *testing.T, srv *redistest.Server) (sent, inside in
 	if rest := l.d - time.Since(start); rest > 0 {
 		time.Sleep(rest)
 	}
-	elapsed = time.Since(start)
+	n := loadCount{elapsed: time.Since(start), calls: int(made.Load())}
 	time.Sleep(l.settle)
 	stats, err := srv.CommandCalls()
 	if err != nil {
@@ -189,13 +204,13 @@ func (l callLoad) commands(t *testing.T, srv *redistest.Server) (sent, inside in
 		switch {
 		case cmd == "info" || strings.HasPrefix(cmd, "config"): // the test's own
 		case scriptCommands[cmd]:
-			inside += k
+			n.inside += k
 		default:
-			sent += k
+			n.sent += k
 		}
 	}
-	t.Logf("%d calls in %.1fs: %d commands sent, %d run inside scripts: %v", l.perPod*len(l.pods), elapsed.Seconds(), sent, inside, stats)
-	return sent, inside, elapsed
+	t.Logf("%d calls in %.1fs: %d commands sent, %d run inside scripts: %v", n.calls, n.elapsed.Seconds(), n.sent, n.inside, stats)
+	return n
 }
 
 // writeAlive writes n pods that do not exist alive in the count of the
