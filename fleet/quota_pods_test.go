@@ -202,6 +202,11 @@ func (r quotaRun) check(t *testing.T, what string) {
 type grants struct {
 	n            int
 	lo, hi, mean float64
+	// pods is how many pods were sampled; byCut the highest sum seen in a
+	// quick sweep for each number of pods cut off (not in sync while
+	// another pod was), nil when nothing was sampled that way.
+	pods  int
+	byCut map[int]float64
 }
 
 func (g *grants) String() string {
@@ -211,12 +216,23 @@ func (g *grants) String() string {
 // watchGrants samples the sum of the pods' shares every 20ms until ctx
 // ends; read the result after wg.Wait.
 func watchGrants(ctx context.Context, wg *sync.WaitGroup, pods []*pod) *grants {
-	g := &grants{lo: math.Inf(1)}
+	g := &grants{lo: math.Inf(1), pods: len(pods), byCut: map[int]float64{}}
 	wg.Go(func() {
 		sum := 0.0
 		for ctx.Err() == nil {
 			start := time.Now()
-			s := sumShares(pods, func(float64) bool { return true })
+			s, cut := 0.0, 0
+			for _, p := range pods {
+				st := p.c.Status().Rate
+				s += st.Share
+				if !st.Synced {
+					cut++
+				}
+			}
+			s = math.Round(s*1000) / 1000
+			if cut == len(pods) {
+				cut = 0 // Redis is lost to every pod: no pod is cut off from the others
+			}
 			g.n, sum = g.n+1, sum+s
 			g.lo = min(g.lo, s)
 			// The shares are read one pod after another: a sweep that a
@@ -227,6 +243,7 @@ func watchGrants(ctx context.Context, wg *sync.WaitGroup, pods []*pod) *grants {
 			// the quick sweeps see it).
 			if time.Since(start) <= 5*time.Millisecond {
 				g.hi = max(g.hi, s)
+				g.byCut[cut] = max(g.byCut[cut], s)
 			}
 			sleepCtx(ctx, 20*time.Millisecond)
 		}
@@ -236,18 +253,29 @@ func watchGrants(ctx context.Context, wg *sync.WaitGroup, pods []*pod) *grants {
 }
 
 // checkGranted fails the test unless the shares in g never summed above
-// limit and held at least 0.8 x limit on average: the shares follow the
+// limit, and held at least 0.8 x limit on average: the shares follow the
 // callers' demand, which a starved scheduler makes uneven, and a share
 // on the move is held by neither pod for a tick or two (measured, 10
 // busy pods: 200/s throughout on a quiet machine, 171-189/s on average
-// under load; granting half the share gives about 105/s).
+// under load; granting half the share gives about 105/s). A pod cut off
+// from Redis while others are not (a partition; a starved pod whose
+// round trips time out is one) keeps limit / pods, which the others'
+// grants no longer count: the sum may then be over by limit / pods per
+// such pod, the bound docs/rate-limit.md states, and no more.
 func checkGranted(t *testing.T, what string, g *grants, limit float64) {
 	t.Helper()
 	if g.n == 0 {
 		t.Fatalf("%s: no sample of the shares", what)
 	}
-	if g.hi > limit+0.01 {
-		t.Errorf("%s: the pods' shares summed to %.2f/s, want at most the limit, %.0f/s", what, g.hi, limit)
+	if g.byCut == nil {
+		g.byCut = map[int]float64{0: g.hi}
+	}
+	for cut, hi := range g.byCut {
+		most := limit + float64(cut)*limit/float64(max(1, g.pods))
+		if hi > most+0.01 {
+			t.Errorf("%s: the pods' shares summed to %.2f/s with %d of %d pods cut off from Redis, want at most %.0f/s (the limit, and limit / pods for each pod cut off)",
+				what, hi, cut, g.pods, most)
+		}
 	}
 	if g.mean < 0.8*limit {
 		t.Errorf("%s: the pods' shares summed to %.1f/s on average, want the limit granted (at least %.0f/s)", what, g.mean, 0.8*limit)
