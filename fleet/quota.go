@@ -311,6 +311,11 @@ func (q *quota) settle(now time.Time) {
 		q.fellBack = true
 	}
 	q.share.SetRate(float64(perSec)/micro, q.burstOf(perSec))
+	end := time.Time{} // limit / pods holds until Redis grants again
+	if synced {
+		end = q.leaseEnd // a grant holds until its end, however late the loop runs
+	}
+	q.share.SetEnd(end)
 	q.synced.Store(synced)
 }
 
@@ -329,6 +334,7 @@ func (q *quota) closeQuota() {
 	q.adopt(time.Now())
 	perSec := q.limit / int64(q.pods)
 	q.share.SetRate(float64(perSec)/micro, q.burstOf(perSec))
+	q.share.SetEnd(time.Time{})
 	q.synced.Store(false)
 }
 
@@ -359,7 +365,7 @@ func (q *quota) Pause(until time.Time) {
 func (q *quota) Status() observe.RateStatus {
 	st := q.share.Status()
 	st.Limit = q.rate.Load().String()
-	st.Synced = q.synced.Load() && q.f.synced.Load()
+	st.Synced = q.synced.Load() && q.f.synced.Load() && !q.share.ended()
 	if !st.Synced {
 		st.LastError = q.f.Sync().LastError
 	}

@@ -32,6 +32,7 @@ type share struct {
 	scope   string
 	lim     atomic.Pointer[rate.Limiter]  // replaced once, by the first rate
 	paused  atomic.Int64                  // until when, Unix nanoseconds; 0: not paused
+	ends    atomic.Int64                  // when the rate set ends (SetEnd), Unix nanoseconds; 0: it does not
 	asked   atomic.Uint64                 // Wait calls since the last Demand
 	waiting atomic.Int64                  // requests waiting for a token now
 	changed atomic.Pointer[chan struct{}] // closed when the rate changes
@@ -70,7 +71,8 @@ func (s *share) Wait(ctx context.Context, maxWait time.Duration) error {
 	if err := waitPause(ctx, &s.paused, maxWait); err != nil {
 		return err
 	}
-	if s.lim.Load().Allow() {
+	// One reading of the clock for the end and the token.
+	if now := time.Now(); !s.endedAt(now) && s.lim.Load().AllowN(now, 1) {
 		return nil
 	}
 	if maxWait <= 0 {
@@ -142,6 +144,9 @@ func (s *share) wait(ctx context.Context, end time.Time) error {
 func (s *share) reserve(left time.Duration) (*rate.Reservation, time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ended() {
+		return nil, 0, nil // no rate until the next is set
+	}
 	now := time.Now()
 	res := s.lim.Load().ReserveN(now, 1)
 	if !res.OK() {
@@ -232,8 +237,40 @@ func (s *share) SetRate(perSec float64, burst int) {
 	close(*s.changed.Swap(&next))
 }
 
-// Rate returns the share's rate (requests per second) and burst.
+// SetEnd makes the rate set end at end (zero: it does not end): from
+// then on the share sends nothing, as before its first rate, until a rate
+// or an end is set again. A grant ends by itself when its time is up,
+// even if whoever sets the next one (the fleet's loop, on a starved
+// machine) runs late. Requests waiting for a token look again.
+func (s *share) SetEnd(end time.Time) {
+	var ns int64
+	if !end.IsZero() {
+		ns = end.UnixNano()
+	}
+	if s.ends.Swap(ns) == ns {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next := make(chan struct{})
+	close(*s.changed.Swap(&next))
+}
+
+// ended reports whether the rate set has ended (SetEnd).
+func (s *share) ended() bool { return s.endedAt(time.Now()) }
+
+// endedAt reports whether the rate set had ended at now.
+func (s *share) endedAt(now time.Time) bool {
+	e := s.ends.Load()
+	return e != 0 && now.UnixNano() >= e
+}
+
+// Rate returns the share's rate (requests per second) and burst: zero
+// once the rate set has ended.
 func (s *share) Rate() (perSec float64, burst int) {
+	if s.ended() {
+		return 0, 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.perSec, s.burst
@@ -262,8 +299,12 @@ func (s *share) PausedUntil() time.Time {
 // the caller.
 func (s *share) Status() observe.RateStatus {
 	perSec, burst := s.Rate()
+	tokens := 0.0
+	if !s.ended() {
+		tokens = max(0, s.lim.Load().Tokens())
+	}
 	return observe.RateStatus{Limit: s.limit, Scope: s.scope, Share: perSec, Burst: burst,
-		Tokens: max(0, s.lim.Load().Tokens()), PausedUntil: s.PausedUntil()}
+		Tokens: tokens, PausedUntil: s.PausedUntil()}
 }
 
 // extendPause sets *paused to until (Unix nanoseconds) unless it holds a

@@ -45,6 +45,44 @@ func TestShareWaitsForItsFirstRate(t *testing.T) {
 	})
 }
 
+// TestShareGrantEndsByItself: a grant set to end sends nothing once its
+// end has passed, even though no one set another (a starved fleet loop
+// that runs late): the tokens at hand are not spent, Status shows no
+// share, and a request waiting for a token gets one as soon as the next
+// end is set, at the rate in force.
+func TestShareGrantEndsByItself(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		s := newShare("100/s", "fleet")
+		s.SetRate(100, 10)
+		s.SetEnd(time.Now().Add(time.Second))
+		ctx := context.Background()
+		if err := s.Wait(ctx, 0); err != nil {
+			t.Fatalf("a grant in force: %v, want a token", err)
+		}
+		time.Sleep(time.Second)
+		if err := s.Wait(ctx, 0); !errors.Is(err, registry.ErrRateLimited) {
+			t.Errorf("a grant past its end, 9 tokens at hand: %v, want registry.ErrRateLimited", err)
+		}
+		if st := s.Status(); st.Share != 0 || st.Tokens != 0 {
+			t.Errorf("a grant past its end: Status shows share %v, tokens %v, want 0 and 0", st.Share, st.Tokens)
+		}
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { done <- s.Wait(ctx, time.Second) }()
+		time.Sleep(100 * time.Millisecond)
+		s.SetEnd(time.Now().Add(time.Second)) // the loop renews the same grant
+		if err := <-done; err != nil || time.Since(start) != 100*time.Millisecond {
+			t.Errorf("%v after %v, want the token when the grant was renewed (100ms)", err, time.Since(start))
+		}
+		s.SetEnd(time.Time{}) // limit / pods: no end
+		time.Sleep(time.Hour)
+		if err := s.Wait(ctx, 0); err != nil {
+			t.Errorf("a rate without an end, an hour on: %v, want a token", err)
+		}
+	})
+}
+
 // TestShareRateCutBindsAtOnce: 20 requests wait at 100/s when the rate
 // is cut to 1/s: from the cut on, the new rate holds. (x/time/rate's own
 // Wait would have reserved all 20 at the old rate: sent by 200ms.)
@@ -230,6 +268,7 @@ func BenchmarkShareTokenAtHand(b *testing.B) {
 	ctx := context.Background()
 	s := newShare("1000000000/s", "fleet")
 	s.SetRate(1e9, 100000)
+	s.SetEnd(time.Now().Add(time.Hour)) // a grant from Redis, as in sync
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = s.Wait(ctx, 0)
