@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -80,15 +81,25 @@ func fail() (*http.Response, error) { return nil, errUpstream }
 
 // runOp runs the op that call makes of the arguments every op of c's
 // breaker begins with, alone in a batch.
+//
+// A round trip whose dial timed out (a starved machine runs it past the
+// pod's Timeout) sent nothing: it is tried again, for up to syncWait. A
+// refused dial (Redis down) is returned.
 func runOp(c *circuit, call func(breakerArgs) opCall) ([]int64, error) {
 	var got []int64
 	var gerr error
 	b := breakerArgs{base: c.base, channel: c.f.channel, system: c.name, open: c.openTimeout}
-	err := c.f.runOps(context.Background(), newOp(call(b), func(r []int64, err error) { got, gerr = r, err }, nil))
-	if err != nil {
-		return nil, err
+	for start := time.Now(); ; {
+		err := c.f.runOps(context.Background(), newOp(call(b), func(r []int64, err error) { got, gerr = r, err }, nil))
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" && op.Timeout() && time.Since(start) < syncWait {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return got, gerr
 	}
-	return got, gerr
 }
 
 // tripOf, probeOf and restoreOf are the ops of their names on version v.

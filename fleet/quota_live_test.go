@@ -100,9 +100,10 @@ func changeLimit(t *testing.T, pods []*pod, path string, env map[string]string, 
 
 // shareSamples is the sum of the pods' shares, sampled every 20ms.
 type shareSamples struct {
-	mu  sync.Mutex
-	at  []time.Time
-	sum []float64
+	mu     sync.Mutex
+	at     []time.Time
+	sum    []float64
+	synced []bool // every pod was in sync (held a grant in force)
 }
 
 // sampleShares samples pods until ctx ends.
@@ -110,9 +111,13 @@ func sampleShares(ctx context.Context, wg *sync.WaitGroup, pods []*pod) *shareSa
 	s := &shareSamples{}
 	wg.Go(func() {
 		for ctx.Err() == nil {
-			sum := sumShares(pods, func(float64) bool { return true })
+			sum, synced := 0.0, true
+			for _, p := range pods {
+				st := p.c.Status().Rate
+				sum, synced = sum+st.Share, synced && st.Synced
+			}
 			s.mu.Lock()
-			s.at, s.sum = append(s.at, time.Now()), append(s.sum, sum)
+			s.at, s.sum, s.synced = append(s.at, time.Now()), append(s.sum, math.Round(sum*1000)/1000), append(s.synced, synced)
 			s.mu.Unlock()
 			sleepCtx(ctx, 20*time.Millisecond)
 		}
@@ -131,10 +136,13 @@ func (s *shareSamples) between(from, to time.Time) *grants {
 		if at.Before(from) || !at.Before(to) {
 			continue
 		}
-		g.n, total = g.n+1, total+s.sum[i]
+		g.n = g.n + 1
+		if s.synced[i] {
+			g.judged, total = g.judged+1, total+s.sum[i]
+		}
 		g.lo, g.hi = min(g.lo, s.sum[i]), max(g.hi, s.sum[i])
 	}
-	g.mean = total / float64(max(1, g.n))
+	g.mean = total / float64(max(1, g.judged))
 	return g
 }
 

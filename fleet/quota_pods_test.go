@@ -202,6 +202,11 @@ func (r quotaRun) check(t *testing.T, what string) {
 type grants struct {
 	n            int
 	lo, hi, mean float64
+	// judged is how many samples mean is over: those in which every pod
+	// sampled held a grant in force (in sync); a pod whose grant ended
+	// before its starved loop renewed it holds none, which no share of
+	// the others makes up for at once.
+	judged int
 	// pods is how many pods were sampled; byCut the highest sum seen in a
 	// quick sweep for each number of pods cut off (not in sync while
 	// another pod was), nil when nothing was sampled that way.
@@ -210,7 +215,7 @@ type grants struct {
 }
 
 func (g *grants) String() string {
-	return fmt.Sprintf("%.1f-%.1f/s, %.1f/s on average over %d samples", g.lo, g.hi, g.mean, g.n)
+	return fmt.Sprintf("%.1f-%.1f/s, %.1f/s on average over %d of %d samples", g.lo, g.hi, g.mean, g.judged, g.n)
 }
 
 // watchGrants samples the sum of the pods' shares every 20ms until ctx
@@ -230,10 +235,13 @@ func watchGrants(ctx context.Context, wg *sync.WaitGroup, pods []*pod) *grants {
 				}
 			}
 			s = math.Round(s*1000) / 1000
+			if cut == 0 {
+				g.judged, sum = g.judged+1, sum+s
+			}
 			if cut == len(pods) {
 				cut = 0 // Redis is lost to every pod: no pod is cut off from the others
 			}
-			g.n, sum = g.n+1, sum+s
+			g.n = g.n + 1
 			g.lo = min(g.lo, s)
 			// The shares are read one pod after another: a sweep that a
 			// starved machine spread over more than a millisecond or so
@@ -247,13 +255,14 @@ func watchGrants(ctx context.Context, wg *sync.WaitGroup, pods []*pod) *grants {
 			}
 			sleepCtx(ctx, 20*time.Millisecond)
 		}
-		g.mean = sum / float64(max(1, g.n))
+		g.mean = sum / float64(max(1, g.judged))
 	})
 	return g
 }
 
 // checkGranted fails the test unless the shares in g never summed above
-// limit, and held at least 0.8 x limit on average: the shares follow the
+// limit, and held at least 0.8 x limit on average while every pod was in
+// sync: the shares follow the
 // callers' demand, which a starved scheduler makes uneven, and a share
 // on the move is held by neither pod for a tick or two (measured, 10
 // busy pods: 200/s throughout on a quiet machine, 171-189/s on average
@@ -277,7 +286,9 @@ func checkGranted(t *testing.T, what string, g *grants, limit float64) {
 				what, hi, cut, g.pods, most)
 		}
 	}
-	if g.mean < 0.8*limit {
+	if g.judged == 0 {
+		t.Logf("%s: no sample in which every pod was in sync: the shares' average is not judged", what)
+	} else if g.mean < 0.8*limit {
 		t.Errorf("%s: the pods' shares summed to %.1f/s on average, want the limit granted (at least %.0f/s)", what, g.mean, 0.8*limit)
 	}
 }
