@@ -106,6 +106,11 @@ func (s *Server) launch() error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
+	// The server stands for a Redis of its own host: it runs at the
+	// default priority, not at the lowest a starved test binary may run
+	// at (nice -n 19) and pass on to it. Raising it back needs the right
+	// to (root, CAP_SYS_NICE); without it the server keeps the test's.
+	_ = syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, 0)
 	done := make(chan struct{})
 	go func() {
 		cmd.Wait()
