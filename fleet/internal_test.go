@@ -41,8 +41,14 @@ func testLocal(s settings) *gobreaker.CircuitBreaker[*http.Response] {
 // pod is one fleet with one system, "payments".
 func newPod(t *testing.T, srv *redistest.Server, ns string, s settings) (*Fleet, *circuit) {
 	t.Helper()
-	return newPodWith(t, Config{RedisURL: srv.URL(), Namespace: ns, FlushInterval: 50 * time.Millisecond}, s)
+	return newPodWith(t, Config{RedisURL: srv.URL(), Namespace: ns, FlushInterval: 50 * time.Millisecond, Timeout: testTimeout}, s)
 }
+
+// testTimeout is the test pods' Config.Timeout, each round trip's bound:
+// 1s rather than 100ms, so that a starved scheduler does not fail every
+// round trip and leave a pod out of sync for good; what a short timeout
+// does is the degraded and resync tests' to show.
+const testTimeout = time.Second
 
 // newPodWith is newPod with the fleet's configuration cfg.
 func newPodWith(t *testing.T, cfg Config, s settings) (*Fleet, *circuit) {

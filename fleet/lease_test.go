@@ -23,7 +23,10 @@ import (
 // sends exactly 2. A call of a pod out of sync (Redis slow under load:
 // the pod is local), or of one that has not yet heard of the round the
 // newest view of any pod says is half-open (a starved pod reads the
-// message late), is not the round's and is counted apart.
+// message late), is not the round's and is counted apart, as is one whose
+// pod's view or sync changed between the call's start and its send (a
+// starved goroutine may be put off that long): the circuit admitted it
+// by a view the count cannot know.
 func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -44,9 +47,9 @@ func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 	}
 	calls := &roundCalls{pods: pods, probes: map[int64]int{}}
 	healthy := atomic.Bool{}
-	send := func(c *circuit) func() (*http.Response, error) {
+	send := func(c *circuit, before podSeen) func() (*http.Response, error) {
 		return func() (*http.Response, error) {
-			calls.count(c)
+			calls.count(c, before)
 			time.Sleep(30 * time.Millisecond)
 			if healthy.Load() {
 				return &http.Response{StatusCode: 200}, nil
@@ -59,7 +62,7 @@ func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 	for _, c := range pods {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				c.Execute(send(c))
+				c.Execute(send(c, seenOf(c)))
 				time.Sleep(2 * time.Millisecond)
 			}
 		})
@@ -87,7 +90,8 @@ func TestHalfOpenProbesLeasedFleetWide(t *testing.T) {
 	defer calls.mu.Unlock()
 	probes := calls.probes
 	closedAt := pods[0].view.Load().ver // the closed version; its round was ver-1
-	t.Logf("calls per half-open round: %v (closed at v%d); %d calls closed, %d out of sync, %d of pods that had not heard of the round", probes, closedAt, calls.ordinary, calls.local, calls.lagging)
+	t.Logf("calls per half-open round: %v (closed at v%d); %d calls closed, %d out of sync, %d of pods that had not heard of the round, %d of pods whose view moved while the call was admitted",
+		probes, closedAt, calls.ordinary, calls.local, calls.lagging, calls.moved)
 	for ver, n := range probes {
 		if n > s.probes {
 			t.Errorf("open version %d: %d calls in its half-open time fleet-wide, want <= %d", ver, n, s.probes)
@@ -108,22 +112,35 @@ type roundCalls struct {
 	ordinary int           // calls while the fleet is closed (or open, not yet half-open)
 	local    int           // calls of a pod out of sync
 	lagging  int           // calls of a pod that had not heard of the half-open round yet
+	moved    int           // calls of a pod whose view or sync changed while the call was admitted
 }
+
+// podSeen is what a pod's circuit held when a call began: the call was
+// admitted by it if it still holds it when the call is sent.
+type podSeen struct {
+	synced bool
+	view   *view
+}
+
+func seenOf(c *circuit) podSeen { return podSeen{c.f.synced.Load(), c.view.Load()} }
 
 // count counts a call of pod c sent now against the round c's own view
 // says is half-open (a probe of a round c may have missed the end of), or
-// apart when c is out of sync or has not heard of the round the newest
-// view of any pod says is half-open.
-func (r *roundCalls) count(c *circuit) {
-	now, own, fleet := time.Now(), c.view.Load(), newest(r.pods)
+// apart when c is out of sync, has not heard of the round the newest view
+// of any pod says is half-open, or held another view or sync when the
+// call began (before).
+func (r *roundCalls) count(c *circuit, before podSeen) {
+	now, own, fleet := time.Now(), seenOf(c), newest(r.pods)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
-	case !c.f.synced.Load():
+	case own != before:
+		r.moved++
+	case !own.synced:
 		r.local++
-	case own.open && !now.Before(own.until):
-		r.probes[own.ver]++
-	case own.ver < fleet.ver && fleet.open && !now.Before(fleet.until):
+	case own.view.open && !now.Before(own.view.until):
+		r.probes[own.view.ver]++
+	case own.view.ver < fleet.ver && fleet.open && !now.Before(fleet.until):
 		// c has not yet heard of the round (a starved pod reads the
 		// message late): its call is not a probe of a round it knows of.
 		r.lagging++

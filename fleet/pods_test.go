@@ -41,6 +41,12 @@ var _, _ redisAt = (*redistest.Server)(nil), (*redistest.Cluster)(nil)
 // (PAYMENTS_RATE_SCOPE in extra) is at scope fleet.
 func startPods(t *testing.T, n int, srv redisAt, ns, scope, baseURL string, extra map[string]string, opts ...registry.Option) []*pod {
 	t.Helper()
+	return startPodsTimed(t, podTimeout, n, srv, ns, scope, baseURL, extra, opts...)
+}
+
+// startPodsTimed is startPods with the pods' Config.Timeout timeout.
+func startPodsTimed(t *testing.T, timeout time.Duration, n int, srv redisAt, ns, scope, baseURL string, extra map[string]string, opts ...registry.Option) []*pod {
+	t.Helper()
 	var pods []*pod
 	for range n {
 		env := map[string]string{
@@ -54,7 +60,7 @@ func startPods(t *testing.T, n int, srv redisAt, ns, scope, baseURL string, extr
 		ropts := slices.Clone(opts)
 		if scope == "fleet" || env["PAYMENTS_RATE_SCOPE"] == "fleet" {
 			env["OUTBOUND_FLEET_REDIS_URL"], env["OUTBOUND_FLEET_NAMESPACE"] = srv.URL(), ns
-			f, err := fleet.New(context.Background(), fleet.Config{RedisURL: srv.URL(), Namespace: ns, Timeout: podTimeout})
+			f, err := fleet.New(context.Background(), fleet.Config{RedisURL: srv.URL(), Namespace: ns, Timeout: timeout})
 			if err != nil {
 				t.Fatal(err)
 			}

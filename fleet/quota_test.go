@@ -105,19 +105,33 @@ func TestFleetQuotaFollowsSkewedDemand(t *testing.T) {
 	all.check(t, "all pods", 0, 200)
 }
 
-// watchPhase samples the shares of some pods and of all for d.
+// watchPhase samples the shares of some pods and of all for d, and on
+// until both have 10 samples in which every pod held a grant in force (a
+// starved machine samples and ticks slowly: an average over a few
+// samples is one tick's, not the phase's), at most syncWait.
 func watchPhase(t *testing.T, d time.Duration, some, all []*pod) (*grants, *grants) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
 	g, a := watchGrants(ctx, &wg, some), watchGrants(ctx, &wg, all)
+	g.fleet = len(all)
+	start := time.Now()
+	for time.Since(start) < d || (time.Since(start) < syncWait && min(g.seen.Load(), a.seen.Load()) < 10) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
 	wg.Wait()
 	return g, a
 }
 
 // check fails the test unless the shares in g held at least mean on
-// average while every pod was in sync and never summed above most.
+// average while every pod was in sync, and never summed above most, the
+// limit, save for pods cut off from Redis while others were not: a pod
+// cut off (a partition; a starved pod whose round trips time out is one)
+// keeps limit / pods, which the others' grants no longer count, so the
+// sum may then be over by limit / pods per such pod, the bound
+// docs/rate-limit.md states, and no more.
 func (g *grants) check(t *testing.T, what string, mean, most float64) {
 	t.Helper()
 	if g.n == 0 {
@@ -129,8 +143,16 @@ func (g *grants) check(t *testing.T, what string, mean, most float64) {
 	case g.mean < mean:
 		t.Errorf("%s: shares of %.1f/s on average, want at least %.0f/s", what, g.mean, mean)
 	}
-	if g.hi > most+0.01 {
-		t.Errorf("%s: shares summed to %.2f/s, want at most %.0f/s", what, g.hi, most)
+	byCut := g.byCut
+	if byCut == nil {
+		byCut = map[int]float64{0: g.hi}
+	}
+	for cut, hi := range byCut {
+		bound := most + float64(cut)*most/float64(max(1, g.fleet))
+		if hi > bound+0.01 {
+			t.Errorf("%s: shares summed to %.2f/s with %d pods cut off from Redis, want at most %.0f/s (the limit, and limit / pods for each pod cut off)",
+				what, hi, cut, bound)
+		}
 	}
 }
 
@@ -344,7 +366,9 @@ func TestQuotaReadsEveryPodOncePerTick(t *testing.T) {
 	if reads > 5+1 {
 		t.Errorf("the quota's hash was read whole %.1f times a second, want at most 5 (once per 200ms tick)", reads)
 	}
-	if sum := sumShares(pods, func(float64) bool { return true }); sum != 200 {
-		t.Errorf("the shares sum to %v/s, want the limit, 200/s", sum)
-	}
+	// Counting once a tick still grants the whole limit: the idle pods
+	// share it evenly again once every grant is in force (a starved
+	// pod's loop may renew its grant after it ended: it holds none for
+	// that moment).
+	settle(t, pods, 200)
 }
