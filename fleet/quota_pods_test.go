@@ -210,6 +210,10 @@ type grants struct {
 	// seen counts the judged samples as they come, for a watcher that
 	// waits for enough of them.
 	seen atomic.Int64
+	// late is how late the sampler's 20ms sleeps woke, at most: how far
+	// the scheduler put this process's goroutines off, the pods' loops
+	// among them.
+	late time.Duration
 	// fleet is how many pods share the limit (the sampled ones, or more
 	// when only some were sampled); byCut the highest sum seen in a
 	// quick sweep for each number of sampled pods cut off (not in sync
@@ -219,8 +223,16 @@ type grants struct {
 }
 
 func (g *grants) String() string {
-	return fmt.Sprintf("%.1f-%.1f/s, %.1f/s on average over %d of %d samples", g.lo, g.hi, g.mean, g.judged, g.n)
+	return fmt.Sprintf("%.1f-%.1f/s, %.1f/s on average over %d of %d samples (timers up to %v late)", g.lo, g.hi, g.mean, g.judged, g.n, g.late.Round(time.Millisecond))
 }
+
+// keptPace reports whether the machine kept the pace the shares move at
+// while g was sampled: no timer woke a tick (200ms) late. A pod's share
+// follows its callers within a few of its loop's ticks; a scheduler that
+// puts the loops off longer sets how fast the shares move, not the
+// quota, and the shares' average (a lower bound) is then not the quota's
+// to judge. Upper bounds hold whatever the pace.
+func (g *grants) keptPace() bool { return g.late < 200*time.Millisecond }
 
 // watchGrants samples the sum of the pods' shares every 20ms until ctx
 // ends; read the result after wg.Wait.
@@ -258,7 +270,11 @@ func watchGrants(ctx context.Context, wg *sync.WaitGroup, pods []*pod) *grants {
 				g.hi = max(g.hi, s)
 				g.byCut[cut] = max(g.byCut[cut], s)
 			}
+			slept := time.Now()
 			sleepCtx(ctx, 20*time.Millisecond)
+			if ctx.Err() == nil {
+				g.late = max(g.late, time.Since(slept)-20*time.Millisecond)
+			}
 		}
 		g.mean = sum / float64(max(1, g.judged))
 	})

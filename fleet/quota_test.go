@@ -87,7 +87,10 @@ func TestFleetQuotaFollowsSkewedDemand(t *testing.T) {
 		took, busy, all, refused, busyServed.Load(), othersServed.Load())
 	all.check(t, "all pods", 160, 200)
 	busy.check(t, "the busy pod", 0.5*all.mean, 200)
-	if refused != 0 {
+	switch {
+	case refused != 0 && !all.keptPace():
+		t.Logf("the 9 other pods were refused %d calls; timers woke up to %v late, bunching their calls: not judged", refused, all.late)
+	case refused != 0:
 		t.Errorf("the 9 other pods were refused %d calls at 2/s each, want none: each is granted what it asks", refused)
 	}
 
@@ -140,6 +143,8 @@ func (g *grants) check(t *testing.T, what string, mean, most float64) {
 	switch {
 	case g.judged == 0:
 		t.Logf("%s: no sample in which every pod was in sync: the shares' average is not judged", what)
+	case !g.keptPace():
+		t.Logf("%s: timers woke up to %v late, the pods' loops with them: the shares' average (%.1f/s) is not judged", what, g.late, g.mean)
 	case g.mean < mean:
 		t.Errorf("%s: shares of %.1f/s on average, want at least %.0f/s", what, g.mean, mean)
 	}
