@@ -25,8 +25,7 @@ type circuit struct {
 	local registry.Circuit
 	judge func(error) observe.Verdict
 
-	minRequests int
-	ratio       float64
+	rule        atomic.Pointer[tripRule] // BREAKER_MIN_REQUESTS and BREAKER_FAILURE_RATIO (SetRule)
 	window      time.Duration
 	openTimeout time.Duration
 	probes      int
@@ -57,6 +56,24 @@ type circuit struct {
 	proposed int64         // the closed version this pod last asked to open
 	totals   [2]uint64     // the fleet window's requests and failures, last read
 	read     time.Time     // when the state was last read from Redis
+}
+
+// tripRule is when the fleet's window trips the breaker open: at least
+// min requests, ratio of them failed.
+type tripRule struct {
+	min   int
+	ratio float64
+}
+
+// SetRule makes ratio and minRequests (BREAKER_FAILURE_RATIO and
+// BREAKER_MIN_REQUESTS) the rule this pod judges the fleet's window by
+// from its next sync on, when a change of the settings file changes
+// them; the state and the window's counts stay. Pods that disagree for a
+// moment (the change reaching them one by one) each judge by their own:
+// the first whose rule the window breaks opens the breaker for every
+// pod. It is called between calls, never on a call's path.
+func (c *circuit) SetRule(ratio float64, minRequests int) {
+	c.rule.Store(&tripRule{min: minRequests, ratio: ratio})
 }
 
 // view is one version of the fleet's state of a system: closed, or open

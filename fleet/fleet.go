@@ -378,9 +378,10 @@ func newCircuit(f *Fleet, s settings, local registry.Circuit, judge func(error) 
 	grantLife := min(s.callTimeout, s.openTimeout)
 	c := &circuit{
 		f: f, name: s.system, base: keyBase(f.cfg.Namespace, s.system), local: local, judge: judge,
-		minRequests: s.minRequests, ratio: s.ratio, window: s.window, openTimeout: s.openTimeout,
+		window: s.window, openTimeout: s.openTimeout,
 		probes: s.probes, lease: grantLife + s.callTimeout, grantLife: grantLife,
 	}
+	c.SetRule(s.ratio, s.minRequests)
 	c.view.Store(&view{})
 	return c
 }

@@ -122,9 +122,10 @@ func (rt *roundTrip) circuit(c *circuit, synced, read bool) {
 		reqs, fails = 0, 0 // evidence gathered while degraded is stale
 	}
 	if reqs > 0 || read {
+		rule := c.rule.Load()
 		rt.run(c, breakerOp{more: 4, apply: (*circuit).applyWindow}, syncCall{breakerArgs: rt.breaker(c),
 			requests: reqs, failures: fails, bucket: c.window / windowBuckets, buckets: windowBuckets,
-			minRequests: c.minRequests, ratio: c.ratio, mostForce: observe.MaxForce, readForce: read})
+			minRequests: rule.min, ratio: rule.ratio, mostForce: observe.MaxForce, readForce: read})
 	}
 }
 

@@ -3,6 +3,7 @@ package registry
 import (
 	"errors"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,10 +32,43 @@ import (
 // they are on every call's path. A Circuit that also has a method
 // FleetSync() observe.FleetSync has it shown in Status; one that is a
 // [StateReporter] tells the observers of its own changes of state.
+//
+// A Circuit whose rule can change while it runs also has a method
+// SetRule(ratio float64, minRequests int): it judges by them from now on,
+// when a change of the settings file changes BREAKER_FAILURE_RATIO or
+// BREAKER_MIN_REQUESTS; its state and counts stay. It is called between
+// calls, never on a call's path. The fleet module's breaker has it; with
+// one without it (a fleet module built before it) such a change needs a
+// restart. It is not part of the interface so that such a service still
+// builds.
 type Circuit interface {
 	Execute(send func() (*http.Response, error)) (*http.Response, error)
 	State() gobreaker.State
 	Counts() gobreaker.Counts
+}
+
+// ruleSetter is a [Circuit] whose rule can change while it runs: a
+// fleet's, whose window its pods judge by the rule each brings.
+type ruleSetter interface {
+	SetRule(ratio float64, minRequests int)
+}
+
+// ruleSettable reports whether cb judges by a rule that can change while
+// it runs: its own (a localCircuit's rule changes in place), or one it
+// takes by SetRule.
+func ruleSettable(cb Circuit) bool {
+	if _, own := cb.(*localCircuit); own {
+		return true
+	}
+	_, ok := cb.(ruleSetter)
+	return ok
+}
+
+// setRule hands cfg's rule to cb when it takes one by SetRule.
+func setRule(cb Circuit, cfg config.Client) {
+	if rs, ok := cb.(ruleSetter); ok {
+		rs.SetRule(cfg.BreakerFailureRatio, cfg.BreakerMinRequests)
+	}
 }
 
 // StateReporter is an optional interface of a [Circuit] given by a
@@ -130,11 +164,20 @@ func circuitOpen(cb Circuit) bool {
 // localCircuit is a breaker of this pod's own (the system's, or a route's
 // at BREAKER=own): its gobreaker, and the state it last changed to, which
 // its hook keeps under gobreaker's lock. A fleet's circuit wraps one as
-// its local breaker and calls it as any [Circuit].
+// its local breaker and calls it as any [Circuit]. A change of its
+// window, open timeout or probes while the service runs (retune) puts a
+// new gobreaker in the old one's place, carrying its state over; calls
+// in flight finish on the old one, whose outcomes and changes then count
+// no more.
 type localCircuit struct {
-	*gobreaker.CircuitBreaker[*http.Response]
-	timeout time.Duration                // BREAKER_OPEN_TIMEOUT, fixed for the breaker's life
-	last    atomic.Pointer[circuitState] // nil: closed, as a new breaker is
+	cb       atomic.Pointer[gobreaker.CircuitBreaker[*http.Response]]
+	last     atomic.Pointer[circuitState] // nil: closed, as a new breaker is
+	name     string
+	rule     *breaker.Rule
+	onChange func(from, to gobreaker.State)
+
+	mu  sync.Mutex    // held by retune
+	cfg config.Client // the settings of cb; under mu
 }
 
 // circuitState is a state a localCircuit changed to, and for open the end
@@ -148,16 +191,69 @@ type circuitState struct {
 // newLocalCircuit builds the breaker of settings cfg (breaker.New) whose
 // changes of state go to onChange.
 func newLocalCircuit(name string, cfg config.Client, rule *breaker.Rule, onChange func(from, to gobreaker.State)) *localCircuit {
-	lc := &localCircuit{timeout: cfg.BreakerOpenTimeout}
-	lc.CircuitBreaker = breaker.New(name, cfg, rule, func(from, to gobreaker.State) {
-		s := &circuitState{state: to}
-		if to == gobreaker.StateOpen {
-			s.until = time.Now().Add(lc.timeout)
-		}
-		lc.last.Store(s)
-		onChange(from, to)
-	})
+	lc := &localCircuit{name: name, rule: rule, onChange: onChange, cfg: cfg}
+	var cb *gobreaker.CircuitBreaker[*http.Response]
+	cb = breaker.New(name, cfg, rule, lc.hook(&cb, cfg.BreakerOpenTimeout))
+	lc.cb.Store(cb)
 	return lc
+}
+
+// hook is the hook of the gobreaker *cb, of open timeout timeout: while
+// it is the circuit's, its changes are recorded and go to onChange; a
+// breaker taken over from, or one still being built by retune, tells
+// nothing.
+func (lc *localCircuit) hook(cb **gobreaker.CircuitBreaker[*http.Response], timeout time.Duration) func(from, to gobreaker.State) {
+	return func(from, to gobreaker.State) {
+		if lc.cb.Load() != *cb {
+			return
+		}
+		lc.record(to, time.Now(), timeout)
+		lc.onChange(from, to)
+	}
+}
+
+// record keeps to, the state changed to at now, for open.
+func (lc *localCircuit) record(to gobreaker.State, now time.Time, timeout time.Duration) {
+	s := &circuitState{state: to}
+	if to == gobreaker.StateOpen {
+		s.until = now.Add(timeout)
+	}
+	lc.last.Store(s)
+}
+
+func (lc *localCircuit) Execute(send func() (*http.Response, error)) (*http.Response, error) {
+	return lc.cb.Load().Execute(send)
+}
+func (lc *localCircuit) State() gobreaker.State   { return lc.cb.Load().State() }
+func (lc *localCircuit) Counts() gobreaker.Counts { return lc.cb.Load().Counts() }
+
+// retune makes cfg's window, open timeout and probes the breaker's from
+// now on, when they differ from its own: a new gobreaker takes over,
+// carrying the state over (breaker.TakeOver): closed with the window's
+// counts, judged at once by the rule in force; open (or half-open) for
+// cfg's open timeout from now. A change of state the takeover makes
+// (counts the new rule trips on) goes to onChange as any other.
+func (lc *localCircuit) retune(cfg config.Client) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if breaker.SameSettings(lc.cfg, cfg) {
+		return
+	}
+	old := lc.cb.Load()
+	was := breaker.Carried{State: old.State(), Counts: old.Counts()}
+	var cb *gobreaker.CircuitBreaker[*http.Response]
+	cb = breaker.TakeOver(lc.name, cfg, lc.rule, lc.hook(&cb, cfg.BreakerOpenTimeout), was)
+	now := cb.State()
+	if now == gobreaker.StateOpen {
+		lc.record(now, time.Now(), cfg.BreakerOpenTimeout)
+	} else {
+		lc.record(now, time.Time{}, 0)
+	}
+	lc.cb.Store(cb)
+	lc.cfg = cfg
+	if now != was.State { // closed counts the rule trips on; half-open, open again
+		lc.onChange(was.State, now)
+	}
 }
 
 // open reports whether State is open now. A gobreaker leaves closed or
@@ -171,7 +267,7 @@ func (lc *localCircuit) open() bool {
 	switch {
 	case s == nil || s.state != gobreaker.StateOpen:
 		return false
-	case lc.timeout > 0 && time.Until(s.until) > 0:
+	case time.Until(s.until) > 0:
 		return true
 	}
 	return lc.State() == gobreaker.StateOpen

@@ -201,17 +201,20 @@ func (r *Registry) fixed(env map[string]string, loaded []config.Loaded) error {
 }
 
 // liveSettings are the settings a change applies while the service
-// runs (and MAX_CONCURRENT up to what it was at start, RATE_LIMIT and
-// RATE_BURST at either scope (at fleet, the fleet shares the new limit
-// within a sync or two: a Quota's SetRate), the breaker's ratio and minimum at
-// BREAKER_SCOPE=local: its state and counts stay, and its next failure
-// is judged by the new rule); every other one is fixed at start
-// (needsRestart).
+// runs, some of them only in some cases (needsRestart says which):
+// MAX_CONCURRENT up to what it was at start; RATE_LIMIT and RATE_BURST
+// at either scope (at fleet, the fleet shares the new limit within a
+// sync or two: a Quota's SetRate); the breaker's ratio and minimum (its
+// state and counts stay; a fleet's takes them by SetRule); its window,
+// open timeout and probes at BREAKER_SCOPE=local (a breaker of them takes
+// over: localCircuit.retune); CALL_TIMEOUT at BREAKER_SCOPE=local. Every
+// other setting is fixed at start.
 var liveSettings = map[string]bool{
 	"CallTimeout": true, "ReadTimeout": true, "Retries": true, "BackoffBase": true, "BackoffMax": true,
 	"RetryAfterMax": true, "OmitTimeBudget": true, "HedgeDelay": true, "HedgeMax": true, "HedgeDelayMin": true,
 	"HedgeDelayMax": true, "RateLimit": true, "RateBurst": true, "RateMaxWait": true,
 	"BreakerFailureRatio": true, "BreakerMinRequests": true,
+	"BreakerWindow": true, "BreakerOpenTimeout": true, "BreakerHalfOpenProbes": true,
 	"ConnectTimeout": true, "TLSHandshakeTimeout": true, "IdleConnTimeout": true,
 	"FollowRedirects": true, "MaxRedirects": true,
 }
@@ -219,10 +222,12 @@ var liveSettings = map[string]bool{
 // needsRestart names the variables of l that differ from the settings in
 // force and cannot change while the service runs: BASE_URL, the pool's
 // size, an adaptive bulkhead or a MAX_CONCURRENT above the one at
-// start, the breaker's window, open timeout and probes (and its ratio and
-// minimum at scope fleet), the retry budget's settings, the scopes, TLS
-// and drills; and, at scope fleet, which routes have a breaker or a limit
-// of their own (a route's limit itself changes live, as the system's).
+// start, the breaker's window, open timeout and probes and CALL_TIMEOUT
+// at scope fleet (and its ratio and minimum with a fleet that cannot
+// take them), the retry budget's settings, the scopes, TLS and drills;
+// and, at scope fleet, which routes have a breaker or a limit of their
+// own and a route's own breaker settings (a route's limit itself changes
+// live, as the system's).
 func (c *Client) needsRestart(l config.Loaded) []string {
 	old := c.pol.Load().l
 	was := make(map[string]string)
@@ -237,7 +242,17 @@ func (c *Client) needsRestart(l config.Loaded) []string {
 			live = c.ratesSettable()
 		case "BreakerFailureRatio", "BreakerMinRequests":
 			// The pod's own breakers take a new rule (breaker.Rule); a
-			// fleet's judges by the one it was given at start.
+			// fleet's does when it has SetRule.
+			live = l.Client.BreakerScope == "local" || c.rulesSettable()
+		case "CallTimeout":
+			// A fleet's half-open probe holds a lease in Redis that its
+			// fleet sized by CALL_TIMEOUT at start: a longer call could
+			// outlive it, and let one probe more into the round.
+			live = l.Client.BreakerScope == "local"
+		case "BreakerWindow", "BreakerOpenTimeout", "BreakerHalfOpenProbes":
+			// The pod's own breakers are taken over by one of the new
+			// settings (localCircuit.retune); the pods of a fleet agree on
+			// them from the start.
 			live = l.Client.BreakerScope == "local"
 		case "MaxConcurrent":
 			// A fixed bulkhead's limit moves under its capacity; the pool
@@ -251,7 +266,12 @@ func (c *Client) needsRestart(l config.Loaded) []string {
 	own := func(ls config.Loaded) map[string]string {
 		m := map[string]string{}
 		for _, r := range ls.Routes {
-			m[r.Name] = fmt.Sprint(r.OwnBreaker, r.Rate().Limited(), r.Client.BreakerFailureRatio)
+			rc := r.Client
+			m[r.Name] = fmt.Sprint(r.OwnBreaker, r.Rate().Limited(), rc.BreakerWindow, rc.BreakerOpenTimeout,
+				rc.BreakerHalfOpenProbes, rc.CallTimeout)
+			if !c.rulesSettable() {
+				m[r.Name] += fmt.Sprint(rc.BreakerFailureRatio, rc.BreakerMinRequests)
+			}
 		}
 		return m
 	}
@@ -270,6 +290,18 @@ func (c *Client) needsRestart(l config.Loaded) []string {
 		out = append(out, l.Prefix+"_ROUTES (a route's own limit, which this build's fleet cannot change while it runs)")
 	}
 	return out
+}
+
+// rulesSettable reports whether every breaker of the client that is
+// not its own (a fleet's: the system's, and its routes' own) can take a
+// new rule while it runs: a fleet module built before live rule changes
+// gives breakers that cannot.
+func (c *Client) rulesSettable() bool {
+	ok := ruleSettable(c.cb)
+	for _, r := range c.pol.Load().routeList() {
+		ok = ok && (!r.own || ruleSettable(r.cb))
+	}
+	return ok
 }
 
 // ratesSettable reports whether every quota of the client (the
@@ -317,12 +349,17 @@ func (c *Client) apply(l config.Loaded) {
 		return
 	}
 	c.rule.Set(l.Client)
+	setRule(c.cb, l.Client)
 	for _, r := range ps.routeList() {
 		if r.rule != nil {
 			r.rule.Set(r.cfg)
+			setRule(r.cb, r.cfg)
 		}
 	}
 	c.pol.Store(ps)
+	if lc, ok := c.cb.(*localCircuit); ok {
+		lc.retune(l.Client) // after the rule: a takeover judges by the new one
+	}
 	if ps.pool != old.pool {
 		c.retire(old.pool, longestCall(old.l))
 	}

@@ -206,7 +206,6 @@ func TestSettingsFixedAtStartNeedARestart(t *testing.T) {
 	for content, want := range map[string]string{
 		"PAYMENTS_RETRIES=2\nPAYMENTS_MAX_CONCURRENT=64\n":                             "PAYMENTS_MAX_CONCURRENT changed: applied only at start",
 		"PAYMENTS_RETRIES=2\nPAYMENTS_BASE_URL=http://127.0.0.1:1\n":                   "PAYMENTS_BASE_URL changed: applied only at start",
-		"PAYMENTS_RETRIES=2\nPAYMENTS_BREAKER_WINDOW=1m\n":                             "PAYMENTS_BREAKER_WINDOW changed: applied only at start",
 		"OUTBOUND_SYSTEMS=payments,inventory\nINVENTORY_BASE_URL=http://127.0.0.1:1\n": "adding or removing a system needs a restart",
 	} {
 		if err := writeSettings(path, []byte(content), 0o644); err != nil {
@@ -332,6 +331,110 @@ func TestSettingsChangeOfTheBreakerRuleKeepsItsCounts(t *testing.T) {
 	_ = call("/export/2")
 	if err := call("/export/3"); !errors.Is(err, ErrCircuitOpen) {
 		t.Errorf("the route's own breaker after a fourth failure with a minimum of 4: %v, want ErrCircuitOpen", err)
+	}
+}
+
+// A change of the breaker's window, open timeout or probes at scope
+// local keeps its state, the system's and a route's own: a closed
+// breaker keeps its window's counts and is judged by the rule in force
+// (3 failures of 10 stay closed; with a minimum of 3 and a new window
+// they open it at once); an open one stays open, for the new open timeout
+// from the change, then lets the new number of probes through.
+func TestSettingsChangeOfTheBreakersWindowAndTimeoutKeepsItsState(t *testing.T) {
+	t.Parallel()
+	var fail atomic.Bool
+	var reached atomic.Int64
+	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		if fail.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	path := filepath.Join(t.TempDir(), "settings")
+	var r *Registry
+	write := func(s string) {
+		t.Helper()
+		if err := writeSettings(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Reload(); err != nil {
+			t.Fatalf("Reload: %v", err)
+		}
+	}
+	if err := writeSettings(path, []byte("PAYMENTS_BREAKER_MIN_REQUESTS=10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL,
+		"PAYMENTS_RETRIES": "0", "PAYMENTS_BREAKER_OPEN_TIMEOUT": "1m", "PAYMENTS_BREAKER_FAILURE_RATIO": "0.5",
+		"PAYMENTS_ROUTES": "export", "PAYMENTS_ROUTE_EXPORT_MATCH": "/export/", "PAYMENTS_ROUTE_EXPORT_BREAKER": "own"}, path)
+	c := r.MustClient("payments")
+	call := func(p string) error {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p, nil)
+		resp, err := c.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return err
+	}
+	routeState := func() string {
+		for _, rs := range c.Status().Routes {
+			if rs.Name == "export" {
+				return string(rs.Breaker)
+			}
+		}
+		return "no route"
+	}
+	fail.Store(true)
+	for range 3 {
+		_ = call("/charges")
+		_ = call("/export/1")
+	}
+	write("PAYMENTS_BREAKER_MIN_REQUESTS=10\nPAYMENTS_BREAKER_WINDOW=1m\nPAYMENTS_BREAKER_HALF_OPEN_PROBES=2\n")
+	if st := c.Status(); st.Breaker != "closed" || st.BreakerCounts.Failures != 3 {
+		t.Fatalf("after a change of window: %s %+v, want closed with the 3 failures kept", st.Breaker, st.BreakerCounts)
+	}
+	write("PAYMENTS_BREAKER_MIN_REQUESTS=3\nPAYMENTS_BREAKER_WINDOW=2m\nPAYMENTS_BREAKER_HALF_OPEN_PROBES=2\n")
+	if st := c.Status(); st.Breaker != "open" {
+		t.Errorf("3 failures of 3 taken over under a minimum of 3: %s, want open", st.Breaker)
+	}
+	if got := routeState(); got != "open" {
+		t.Errorf("the route's own breaker, 3 failures of 3 under a minimum of 3: %s, want open", got)
+	}
+	before := reached.Load()
+	write("PAYMENTS_BREAKER_MIN_REQUESTS=3\nPAYMENTS_BREAKER_WINDOW=2m\nPAYMENTS_BREAKER_HALF_OPEN_PROBES=2\nPAYMENTS_BREAKER_OPEN_TIMEOUT=2m\n")
+	if err := call("/charges"); !errors.Is(err, ErrCircuitOpen) {
+		t.Errorf("open, after a change of BREAKER_OPEN_TIMEOUT: %v, want ErrCircuitOpen", err)
+	}
+	if err := call("/export/2"); !errors.Is(err, ErrCircuitOpen) {
+		t.Errorf("the route's, open, after a change of BREAKER_OPEN_TIMEOUT: %v, want ErrCircuitOpen", err)
+	}
+	if n := reached.Load() - before; n != 0 {
+		t.Errorf("%d requests reached the upstream through the open breakers, want none", n)
+	}
+	// A shorter open timeout: probes go once it has passed since the
+	// change, 2 of them, and their success closes the breakers.
+	fail.Store(false)
+	changed := time.Now()
+	write("PAYMENTS_BREAKER_MIN_REQUESTS=3\nPAYMENTS_BREAKER_WINDOW=2m\nPAYMENTS_BREAKER_HALF_OPEN_PROBES=2\nPAYMENTS_BREAKER_OPEN_TIMEOUT=300ms\n")
+	for _, p := range []string{"/charges", "/export/3"} {
+		for deadline := time.Now().Add(10 * time.Second); call(p) != nil; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no probe let through 10s after a change to an open timeout of 300ms", p)
+			}
+		}
+		if since := time.Since(changed); since < 300*time.Millisecond {
+			t.Errorf("%s: a probe went %v after the change, before the new open timeout of 300ms", p, since)
+		}
+		_ = call(p) // the second probe closes it
+	}
+	if st := c.Status(); st.Breaker != "closed" || routeState() != "closed" {
+		t.Errorf("after 2 successful probes of 2: the system's %s, the route's %s, want both closed", st.Breaker, routeState())
 	}
 }
 

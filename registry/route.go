@@ -295,8 +295,16 @@ func (c *Client) newRoute(l config.Loaded, lr config.LoadedRoute, old *route) (*
 		r.calls = old.calls
 	}
 	if lr.OwnBreaker {
-		if old != nil && old.own && sameBreaker(old.cfg, lr.Client) {
+		if old != nil && old.own {
+			// The breaker stays: its window, open timeout and probes are
+			// taken over by a breaker of the new ones at scope local (a
+			// change of them at scope fleet needs a restart), its rule
+			// is set when the policy is.
 			r.cb, r.own, r.rule = old.cb, true, old.rule
+			if lc, ok := r.cb.(*localCircuit); ok {
+				r.rule.Set(lr.Client)
+				lc.retune(lr.Client)
+			}
 		} else if err := c.ownBreaker(l, lr, r); err != nil {
 			return nil, err
 		}
@@ -356,12 +364,6 @@ func (c *Client) ownBreaker(l config.Loaded, lr config.LoadedRoute, r *route) er
 	}
 	r.cb = cb
 	return nil
-}
-
-// sameBreaker reports whether a and b build the same breaker.
-func sameBreaker(a, b config.Client) bool {
-	return a.BreakerWindow == b.BreakerWindow && a.BreakerOpenTimeout == b.BreakerOpenTimeout &&
-		a.BreakerHalfOpenProbes == b.BreakerHalfOpenProbes
 }
 
 // policy returns the route req runs on: the route whose pattern matches

@@ -60,13 +60,76 @@ func New(name string, c config.Client, rule *Rule, onChange func(from, to gobrea
 	if rule == nil {
 		rule = NewRule(c)
 	}
+	return build(name, c, rule.trips, onChange)
+}
+
+// Carried is what a breaker hands to the one that takes over from it
+// when its window, open timeout or probes change (gobreaker fixes them
+// when it builds a breaker): its state and its window's counts.
+type Carried struct {
+	State  gobreaker.State
+	Counts gobreaker.Counts
+}
+
+// mostCarried bounds the outcomes a takeover replays: larger counts are
+// scaled down to it, their ratio kept. It is twice the largest
+// BREAKER_MIN_REQUESTS, so that a scaled window is still judged.
+const mostCarried = 200_000
+
+// TakeOver returns a breaker of settings c (as New) that goes on from
+// was, the state of the breaker it replaces. Closed: it is closed with
+// was's counts (their successes, then their failures, as of now), and
+// judges them by rule at once (a rule or window that now trips on them
+// opens it). Open or half-open: it is open, for c's BREAKER_OPEN_TIMEOUT
+// from now, then lets c's probes through. onChange hears nothing of the
+// takeover itself (the caller tells of a change it makes, if any), only
+// what comes after.
+func TakeOver(name string, c config.Client, rule *Rule, onChange func(from, to gobreaker.State), was Carried) *gobreaker.CircuitBreaker[*http.Response] {
+	if rule == nil {
+		rule = NewRule(c)
+	}
+	// The replay below runs on this goroutine before the breaker is
+	// returned: no other goroutine reads quiet or trip until it is
+	// published, after both are false.
+	quiet, trip := true, false
+	cb := build(name, c, func(n gobreaker.Counts) bool { return trip || rule.trips(n) },
+		func(from, to gobreaker.State) {
+			if !quiet && onChange != nil {
+				onChange(from, to)
+			}
+		})
+	ok := func() (*http.Response, error) { return nil, nil }
+	failed := func() (*http.Response, error) { return nil, ErrFailedStatus }
+	if was.State == gobreaker.StateClosed {
+		s, f := uint64(was.Counts.TotalSuccesses), uint64(was.Counts.TotalFailures)
+		if n := s + f; n > mostCarried {
+			s, f = s*mostCarried/n, f*mostCarried/n
+		}
+		// Successes first: a prefix of the failures trips the rule only
+		// if all of them do, so the state is the rule's on the whole.
+		for range s {
+			_, _ = cb.Execute(ok)
+		}
+		for range f {
+			_, _ = cb.Execute(failed)
+		}
+	} else {
+		trip = true
+		_, _ = cb.Execute(failed)
+	}
+	quiet, trip = false, false
+	return cb
+}
+
+// build is a breaker of settings c that trips when trips says so.
+func build(name string, c config.Client, trips func(gobreaker.Counts) bool, onChange func(from, to gobreaker.State)) *gobreaker.CircuitBreaker[*http.Response] {
 	return gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
 		Name:         name,
 		MaxRequests:  uint32(c.BreakerHalfOpenProbes),
 		Interval:     c.BreakerWindow,
 		BucketPeriod: c.BreakerWindow / 10,
 		Timeout:      c.BreakerOpenTimeout,
-		ReadyToTrip:  rule.trips,
+		ReadyToTrip:  trips,
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			if onChange != nil {
 				onChange(from, to)
@@ -75,6 +138,14 @@ func New(name string, c config.Client, rule *Rule, onChange func(from, to gobrea
 		IsSuccessful: func(err error) bool { return err == nil },
 		IsExcluded:   func(err error) bool { return err != nil && Judge(err) == observe.VerdictExcluded },
 	})
+}
+
+// SameSettings reports whether a and b build the same breaker: window,
+// open timeout and probes, which a running gobreaker cannot change (a
+// change of them needs [TakeOver]; the rule changes in place).
+func SameSettings(a, b config.Client) bool {
+	return a.BreakerWindow == b.BreakerWindow && a.BreakerOpenTimeout == b.BreakerOpenTimeout &&
+		a.BreakerHalfOpenProbes == b.BreakerHalfOpenProbes
 }
 
 // Judge says how a breaker counts err, the error of the send function
