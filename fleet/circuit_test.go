@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"errors"
+	"github.com/outbound-go/outbound/observe"
 	"net/http"
 	"testing"
 	"testing/synctest"
@@ -75,6 +76,33 @@ func TestCircuitDegradedIsLocal(t *testing.T) {
 		}
 		if c.reqs.Load() != 0 {
 			t.Errorf("counted %d for the fleet while degraded", c.reqs.Load())
+		}
+	})
+}
+
+// TestOverrideLearnedLateKeepsItsEnd: an override this pod knows, learned
+// again late (the message of its own write delivered 300ms after it, a
+// sync reply that read the time left 200ms after it sent the read), keeps
+// the sooner end: no delay in hearing of an override holds it past the
+// end Redis gives it.
+func TestOverrideLearnedLateKeepsItsEnd(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := bare(testSettings)
+		start := time.Now()
+		c.setForced(observe.BreakerClosed, 1000, start) // as Force does, before its write
+		time.Sleep(300 * time.Millisecond)
+		c.f.circuits[c.name] = c
+		c.f.onForce(message{kind: forceMessage, system: c.name, force: observe.BreakerClosed, ms: 1000})
+		if _, until := c.Forced(); !until.Equal(start.Add(time.Second)) {
+			t.Errorf("after the write's own message, 300ms late: forced until %v after the write, want 1s", until.Sub(start))
+		}
+		sent := time.Now()
+		time.Sleep(200 * time.Millisecond) // Redis read 600ms left at sent + 100ms
+		c.readForced(2, 600, sent, time.Now())
+		if _, until := c.Forced(); !until.Equal(sent.Add(600 * time.Millisecond)) {
+			t.Errorf("after a read of 600ms left sent at %v: forced until %v, want the read's send + 600ms (%v)",
+				sent.Sub(start), until.Sub(start), sent.Add(600*time.Millisecond).Sub(start))
 		}
 	})
 }

@@ -64,8 +64,21 @@ func (c *circuit) ReportForces(report func(state observe.BreakerState, until tim
 // news: another state, or an end moved by more than forceNews (a
 // renewal); the periodic read of an override this pod knows, or the
 // message of its own Force, is not.
+//
+// The same override learned again (its end moved by forceNews at most: a
+// periodic read, the message of a write this pod already knows) keeps
+// the sooner of the two ends: a message delivered late, or a reply read
+// late, must not hold the override past the end Redis gives it.
 func (c *circuit) learnForced(state observe.BreakerState, ms int64, now time.Time) {
 	prev := c.forced.Load()
+	if prev != nil && state != "" && prev.state == state {
+		if d := now.Add(time.Duration(ms) * time.Millisecond).Sub(prev.until); d.Abs() <= forceNews {
+			if d < 0 {
+				c.setForced(state, ms, now)
+			}
+			return
+		}
+	}
 	cur := c.setForced(state, ms, now)
 	if prev == nil && state == "" {
 		return
@@ -111,7 +124,7 @@ func (c *circuit) setForced(state observe.BreakerState, ms int64, now time.Time)
 // 2 closed; fms: ms left), unless this pod learned of a change after the
 // read was sent (a message, or its own Force). A value no pod writes is
 // ignored (malformed); an override past observe.MaxForce is cut to it (capped).
-func (c *circuit) readForced(fs, fms int64, sent, now time.Time) {
+func (c *circuit) readForced(fs, fms int64, sent, _ time.Time) {
 	state, ok := forcedStates[fs]
 	if !ok || fms < 0 || (fs == 0 && fms != 0) {
 		c.f.malformed.Add(1)
@@ -127,7 +140,9 @@ func (c *circuit) readForced(fs, fms int64, sent, now time.Time) {
 	if cur, _ := c.Forced(); cur == "" && state == "" {
 		return
 	}
-	c.learnForced(state, fms, now)
+	// The time left was read after sent: counted from sent, the end is
+	// never later than Redis's.
+	c.learnForced(state, fms, sent)
 }
 
 // forcedStates are the states of an override as lua/sync.lua replies them.
