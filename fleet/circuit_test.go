@@ -2,12 +2,12 @@ package fleet
 
 import (
 	"errors"
-	"github.com/outbound-go/outbound/observe"
 	"net/http"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/outbound-go/outbound/observe"
 	"github.com/sony/gobreaker/v2"
 )
 
