@@ -124,10 +124,11 @@ func TestFromEnvWithLogger(t *testing.T) {
 		"OUTBOUND_FLEET_REDIS_URL": srv.URL(), "OUTBOUND_FLEET_NAMESPACE": "logged",
 	}, registrytest.With(f.Option()))
 	waitFor(t, syncWait, "a record", func() bool { return strings.Contains(buf.String(), "out of sync") })
-	// The cause: the dial to Redis's address failed (refused; or timed
-	// out, when a starved machine runs it past the fleet's Timeout).
-	if s := buf.String(); !strings.Contains(s, "dial tcp "+srv.Addr()) || strings.Contains(s, "hunter2") {
-		t.Errorf("the log: %s; want the cause (the dial to %s), and no password", s, srv.Addr())
+	// The cause: the dial to Redis's address refused, or, on a starved
+	// machine, the round trip's time up before the dial was done.
+	s := buf.String()
+	if !strings.Contains(s, "dial tcp "+srv.Addr()) && !strings.Contains(s, `error="context deadline exceeded"`) || strings.Contains(s, "hunter2") {
+		t.Errorf("the log: %s; want the cause (the dial to %s, or the round trip's time up), and no password", s, srv.Addr())
 	}
 }
 

@@ -64,16 +64,20 @@ func trustPods(t *testing.T, n int, srv *redistest.Server, ns string, failing *a
 	})
 }
 
-// allOpen calls every pod every 5ms until each has said open (not
-// necessarily at once: on a starved machine a pod's open of
-// BREAKER_OPEN_TIMEOUT may end before another's begins).
+// allOpen calls every pod every 5ms until each has said open, or
+// half-open, which follows open only (not necessarily at once: on a
+// starved machine a pod's open of BREAKER_OPEN_TIMEOUT may end before
+// another's begins, or before the poll comes back to it).
 func allOpen(t *testing.T, pods []*pod) {
 	t.Helper()
 	seen := make([]bool, len(pods))
 	waitFor(t, syncWait, "every pod open", func() bool {
 		open := 0
 		for i, p := range pods {
-			seen[i] = seen[i] || p.c.Status().Breaker == observe.BreakerOpen
+			// Half-open comes only after open: a pod seen half-open took
+			// the open, whose time (trustOpen) a starved poll may miss.
+			st := p.c.Status().Breaker
+			seen[i] = seen[i] || st == observe.BreakerOpen || st == observe.BreakerHalfOpen
 			if seen[i] {
 				open++
 				continue
