@@ -110,6 +110,49 @@ func flaky(t *testing.T) (*outboundtest.Upstream, *atomic.Int64) {
 	return up, &n
 }
 
+// failable answers 500 while fail is set and 200 otherwise; reached
+// counts its requests.
+func failable(t *testing.T) (up *outboundtest.Upstream, fail *atomic.Bool, reached *atomic.Int64) {
+	fail, reached = new(atomic.Bool), new(atomic.Int64)
+	up = outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		if fail.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	return up, fail, reached
+}
+
+// reloader returns a function that makes s the settings file at path and
+// has r apply it, failing the test if r refuses it.
+func reloader(t *testing.T, r *Registry, path string) func(s string) {
+	return func(s string) {
+		t.Helper()
+		if err := writeSettings(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Reload(); err != nil {
+			t.Fatalf("Reload: %v", err)
+		}
+	}
+}
+
+// pathGet makes one GET of p through c and reads the whole answer.
+func pathGet(t *testing.T, c *Client, p string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p, nil)
+	resp, err := c.Do(req)
+	if err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return err
+}
+
 // waitVersion waits, boundedly, for the registry to run version v.
 func waitVersion(t *testing.T, r *Registry, v string) {
 	t.Helper()
@@ -226,30 +269,14 @@ func TestSettingsFixedAtStartNeedARestart(t *testing.T) {
 // connection settings.
 func TestSettingsChangeKeepsTheBreakerAndThePool(t *testing.T) {
 	t.Parallel()
-	var fail atomic.Bool
-	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if fail.Load() {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	}))
+	up, fail, _ := failable(t)
 	path := filepath.Join(t.TempDir(), "settings")
-	var r *Registry
-	write := func(s string) {
-		t.Helper()
-		if err := writeSettings(path, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Reload(); err != nil {
-			t.Fatalf("Reload: %v", err)
-		}
-	}
 	if err := writeSettings(path, []byte("PAYMENTS_RETRIES=0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r = liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL,
+	r := liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL,
 		"PAYMENTS_BREAKER_MIN_REQUESTS": "4", "PAYMENTS_BREAKER_OPEN_TIMEOUT": "1m"}, path)
+	write := reloader(t, r, path)
 	c := r.MustClient("payments")
 	for range 3 {
 		if status, err := liveGet(t, c); status != 200 || err != nil {
@@ -296,18 +323,7 @@ func TestSettingsChangeOfTheBreakerRuleKeepsItsCounts(t *testing.T) {
 		"PAYMENTS_RETRIES": "0", "PAYMENTS_BREAKER_OPEN_TIMEOUT": "1m",
 		"PAYMENTS_ROUTES": "export", "PAYMENTS_ROUTE_EXPORT_MATCH": "/export/", "PAYMENTS_ROUTE_EXPORT_BREAKER": "own"}, path)
 	c := r.MustClient("payments")
-	call := func(p string) error {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p, nil)
-		resp, err := c.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		return err
-	}
+	call := func(p string) error { return pathGet(t, c, p) }
 	for range 3 {
 		_ = call("/charges")
 		_ = call("/export/1")
@@ -342,46 +358,17 @@ func TestSettingsChangeOfTheBreakerRuleKeepsItsCounts(t *testing.T) {
 // from the change, then lets the new number of probes through.
 func TestSettingsChangeOfTheBreakersWindowAndTimeoutKeepsItsState(t *testing.T) {
 	t.Parallel()
-	var fail atomic.Bool
-	var reached atomic.Int64
-	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reached.Add(1)
-		if fail.Load() {
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		_, _ = io.WriteString(w, "ok")
-	}))
+	up, fail, reached := failable(t)
 	path := filepath.Join(t.TempDir(), "settings")
-	var r *Registry
-	write := func(s string) {
-		t.Helper()
-		if err := writeSettings(path, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.Reload(); err != nil {
-			t.Fatalf("Reload: %v", err)
-		}
-	}
 	if err := writeSettings(path, []byte("PAYMENTS_BREAKER_MIN_REQUESTS=10\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r = liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL,
+	r := liveRegistry(t, map[string]string{"OUTBOUND_SYSTEMS": "payments", "PAYMENTS_BASE_URL": up.URL,
 		"PAYMENTS_RETRIES": "0", "PAYMENTS_BREAKER_OPEN_TIMEOUT": "1m", "PAYMENTS_BREAKER_FAILURE_RATIO": "0.5",
 		"PAYMENTS_ROUTES": "export", "PAYMENTS_ROUTE_EXPORT_MATCH": "/export/", "PAYMENTS_ROUTE_EXPORT_BREAKER": "own"}, path)
+	write := reloader(t, r, path)
 	c := r.MustClient("payments")
-	call := func(p string) error {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p, nil)
-		resp, err := c.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		return err
-	}
+	call := func(p string) error { return pathGet(t, c, p) }
 	routeState := func() string {
 		for _, rs := range c.Status().Routes {
 			if rs.Name == "export" {
