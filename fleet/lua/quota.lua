@@ -61,8 +61,8 @@
 -- full count: twice the longest life.
 
 local malformed, capped = 0, 0
-local holder, L, d, a, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local life, bound, period, most = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local holder, L, d, a, cap = ARGV[1], num(ARGV[2]), num(ARGV[3]), num(ARGV[4]), num(ARGV[5])
+local life, bound, period, most = num(ARGV[6]), num(ARGV[7]), num(ARGV[9]), num(ARGV[10])
 local lost = 0
 -- entry reads "d g a e l" or "d g a e": its l is nil in the second.
 local function entry(v)
@@ -74,7 +74,7 @@ local function entry(v)
   return pd, pg, pa, pe, pl
 end
 local size = redis.pcall('HLEN', KEYS[1])
-if type(size) ~= 'number' or size > tonumber(ARGV[11]) then
+if type(size) ~= 'number' or size > num(ARGV[11]) then
   redis.call('UNLINK', KEYS[1])
   malformed = malformed + 1
   size = 0
@@ -85,7 +85,7 @@ local mine, old = got[1], 0
 local od, og, oa = entry(mine)
 if od then old = math.max(math.min(og, L), math.min(oa, L)) end
 if not mine and a > 0 then
-  cap = math.min(cap, tonumber(ARGV[8]))
+  cap = math.min(cap, num(ARGV[8]))
   lost = 1
 end
 local at, held, n, f, x, m, claimed
