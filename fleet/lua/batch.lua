@@ -41,6 +41,16 @@ local function int(x, hi)
   if n and n >= 0 and n <= hi and n % 1 == 0 then return n end
   return nil
 end
+-- count is int(x, M) of a string, once a call: a window's counts.
+local counts = {}
+local function count(x)
+  local n = counts[x]
+  if n == nil then
+    n = int(x, M) or false
+    counts[x] = n
+  end
+  return n
+end
 -- bucket reads a window's field name r<bucket> or f<bucket>: the bucket,
 -- negative for f; false for any other name.
 local function bucket(k)
@@ -53,7 +63,17 @@ local function bucket(k)
   end
   return at
 end
-local function fmt(n) return string.format('%d', n) end
+-- fmt writes n (an integer) once a call too: the ops of a call write the
+-- same times, buckets and counts of pods.
+local fmts = {}
+local function fmt(n)
+  local x = fmts[n]
+  if not x then
+    x = string.format('%d', n)
+    if n == n then fmts[n] = x end -- NaN is no key
+  end
+  return x
+end
 
 -- small reads a hash the fleet keeps small (a state, a window) in two
 -- bounded commands: nil when it is not a hash, or holds more than 64

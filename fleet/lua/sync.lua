@@ -43,8 +43,10 @@ if s == 0 then
   end
   local r, f, dead, failed = {}, {}, {}, false
   for i = 1, #all, 2 do
-    local k, x = all[i], int(all[i + 1], M)
-    local at = bucket(k)
+    local k, x = all[i], all[i + 1]
+    x = counts[x] or count(x) -- HGETALL: strings
+    local at = buckets[k]
+    if at == nil then at = bucket(k) end
     local side = r
     if at and at < 0 then at, side = -at, f end
     if not x or not at or at > b then
