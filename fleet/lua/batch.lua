@@ -41,6 +41,15 @@ local function int(x, hi)
   if n and n >= 0 and n <= hi and n % 1 == 0 then return n end
   return nil
 end
+-- whole is int(x, hi) of a pattern's capture of digits (or nil): what
+-- int checks, such a string passes but for its bound; it is parsed anew
+-- (an entry's numbers seldom repeat).
+local function whole(x, hi)
+  if not x then return nil end
+  local n = tonumber(x)
+  if n <= hi then return n end
+  return nil
+end
 -- count is int(x, M) of a string, once a call: a window's counts.
 local counts = {}
 local function count(x)

@@ -69,7 +69,7 @@ local function entry(v)
   if type(v) ~= 'string' then return nil end
   local f1, f2, f3, f4, f5 = string.match(v, '^(%d+) (%d+) (%d+) (%d+) (%d+)$')
   if not f1 then f1, f2, f3, f4 = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$') end
-  local pd, pg, pa, pe, pl = int(f1, M), int(f2, M), int(f3, M), int(f4, M), int(f5, M)
+  local pd, pg, pa, pe, pl = whole(f1, M), whole(f2, M), whole(f3, M), whole(f4, M), whole(f5, M)
   if not (pd and pg and pa and pe) or (f5 and not (pl and pl >= 1)) then return nil end
   return pd, pg, pa, pe, pl
 end
@@ -95,7 +95,7 @@ if type(got[2]) == 'string' then
     g1, g2, g3, g4, g5 = string.match(got[2], '^(%d+) (%d+) (%d+) ([01]) (%d+)$')
     g6 = ARGV[2]
   end
-  at, held, n, f, x, m = int(g1, M), int(g2, M), int(g3, 1048576), int(g4, 1), int(g5, M), int(g6, M)
+  at, held, n, f, x, m = whole(g1, M), whole(g2, M), whole(g3, 1048576), whole(g4, 1), whole(g5, M), int(g6, M)
   if not (at and held and n and f and x and m and n >= 1 and m >= 1) then
     at = nil
     malformed = malformed + 1
