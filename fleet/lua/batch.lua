@@ -102,6 +102,37 @@ local function hdel(key, fields)
   end
 end
 
+-- The breaker op running now (lua/breaker.lua sets them first): its
+-- counts of malformed and capped values, its base, channel, system, open
+-- timeout and state key, and the state (v, s, u); the functions after
+-- them are what its op changes and replies with. The ops of a call run
+-- one after another: one set serves them all, made once a call.
+local malformed, capped, base, channel, system, open, skey = 0, 0
+local v, s, u = 0, 0, 0
+local function garbage(key)
+  redis.call('UNLINK', key)
+  malformed = malformed + 1
+end
+local function left()
+  if s == 1 then return u - now end
+  return 0
+end
+local function after()
+  if v >= M then return 1 end
+  return v + 1
+end
+local function set(nv, ns, nu)
+  local ms = 0
+  if ns == 1 then ms = nu - now end
+  redis.call('PUBLISH', channel, system .. ' ' .. fmt(nv) .. ' ' .. ns .. ' ' .. fmt(ms))
+  v, s, u = nv, ns, nu
+  redis.call('HSET', skey, 'v', fmt(v), 's', s, 'u', fmt(u))
+  redis.call('HDEL', skey, 'k')
+end
+local function reply(...)
+  return {v, s, left(), malformed, capped, ...}
+end
+
 local ops = {}
 -- ops
 
