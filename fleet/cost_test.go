@@ -49,6 +49,10 @@ type cost struct {
 	// included, µs
 	scriptUsec float64
 	each       map[string]int // the calls of each command run inside scripts
+	// idle is the process CPU of the same redis-server before any client
+	// came, µs a second (its own cron, the machine's timers): the floor
+	// under cpu, measured in the same run
+	idle float64
 }
 
 func (c cost) String() string {
@@ -59,7 +63,7 @@ func (c cost) String() string {
 // perPod is c divided among pods.
 func (c cost) perPod(pods int) cost {
 	n := float64(pods)
-	return cost{c.scripts / n, c.commands / n, c.usec / n, c.cpu / n, c.calls / n, c.inside / n, c.longest, c.scriptUsec / n, c.each}
+	return cost{c.scripts / n, c.commands / n, c.usec / n, c.cpu / n, c.calls / n, c.inside / n, c.longest, c.scriptUsec / n, c.each, c.idle}
 }
 
 // scriptCalls are the commands that run a script.
@@ -108,6 +112,7 @@ func costPods(t testing.TB, srv *redistest.Server, ns string, s costSetup) []*re
 func measureCost(t testing.TB, s costSetup) cost {
 	t.Helper()
 	srv := redistest.Start(t)
+	idle := idleCPU(t, srv, 2*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if s.crowd > s.pods {
@@ -141,8 +146,25 @@ func measureCost(t testing.TB, s costSetup) cost {
 		scripts: after.scripts / secs, commands: after.commands / secs, usec: after.usec / secs,
 		cpu: (after.cpu - before.cpu) / secs, calls: float64(calls) / secs,
 		inside: after.inside / secs, longest: after.longest, scriptUsec: after.scriptUsec / secs, each: after.each,
+		idle: idle,
 	}
 	return c
+}
+
+// idleCPU is srv's process CPU over d with no client, µs a second.
+func idleCPU(t testing.TB, srv *redistest.Server, d time.Duration) float64 {
+	t.Helper()
+	before, err := srv.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	time.Sleep(d)
+	after, err := srv.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return float64((after - before).Microseconds()) / time.Since(start).Seconds()
 }
 
 // keepAlive keeps n pods that do not exist alive in the count of the
@@ -246,6 +268,11 @@ func longestScript(t testing.TB, srv *redistest.Server) time.Duration {
 func (c cost) report(b *testing.B, pods int) {
 	p := c.perPod(pods)
 	b.ReportMetric(p.cpu/1000, "redis-cpu-ms/pod/s")
+	// The idle server's own CPU in the same run, and what is left of the
+	// process CPU above it, per pod: the raw figure above is the one to
+	// judge; these say how much of it the pods cost.
+	b.ReportMetric(c.idle/1000, "redis-idle-cpu-ms/s")
+	b.ReportMetric((c.cpu-c.idle)/float64(pods)/1000, "redis-net-cpu-ms/pod/s")
 	b.ReportMetric(p.usec/1000, "commands-ms/pod/s")
 	b.ReportMetric(p.scripts, "scripts/pod/s")
 	b.ReportMetric(p.commands, "commands/pod/s")

@@ -11,9 +11,9 @@
 -- ARGV[8] holder: the pod's name.
 -- Returns the state (breaker.lua), then the lease's number, or 0.
 
-local ver, lease = int(ARGV[5], M), tonumber(ARGV[7])
+local ver, lease = int(ARGV[5], M), num(ARGV[7])
 if ver and v == ver and s == 1 and now >= u then
-  for i = 1, tonumber(ARGV[6]) do
+  for i = 1, num(ARGV[6]) do
     local key = base .. ':probe:' .. fmt(v) .. ':' .. i
     local ttl = redis.call('PTTL', key)
     if ttl == -1 or ttl > lease then

@@ -10,7 +10,7 @@
 local got = redis.pcall('HMGET', KEYS[1], ARGV[1], '#')
 if got.err or not got[1] then return {} end
 redis.call('HDEL', KEYS[1], ARGV[1])
-local L = tonumber(ARGV[2])
+local L = num(ARGV[2])
 local f2, f3 = string.match(got[1], '^%d+ (%d+) (%d+) %d+ %d+$')
 if not f2 then f2, f3 = string.match(got[1], '^%d+ (%d+) (%d+) %d+$') end
 local og, oa = int(f2, M), int(f3, M)

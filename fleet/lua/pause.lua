@@ -9,7 +9,7 @@
 -- Returns {ms of the pause in force, malformed}: a pause key with no
 -- expiry is malformed, and replaced.
 
-local ms = tonumber(ARGV[2])
+local ms = num(ARGV[2])
 local malformed = 0
 local left = redis.call('PTTL', KEYS[1])
 if left == -1 then

@@ -8,7 +8,7 @@
 -- (deleted); a pod alive past life from now (no pod writes that) is
 -- dropped, counted.
 
-local malformed, life = 0, tonumber(ARGV[2])
+local malformed, life = 0, num(ARGV[2])
 local added = redis.pcall('ZADD', KEYS[1], now + life, ARGV[1])
 if type(added) == 'table' and added.err then
   redis.call('DEL', KEYS[1])

@@ -17,7 +17,7 @@ if ver and v == ver and s == 1 and now >= u then
     local k = int(got, M)
     if got and not k then malformed = malformed + 1 end
     k = (k or 0) + 1
-    if k >= tonumber(ARGV[7]) then
+    if k >= num(ARGV[7]) then
       set(after(), 0, 0)
     else
       redis.call('HSET', KEYS[1], 'k', fmt(k))

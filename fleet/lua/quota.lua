@@ -61,20 +61,20 @@
 -- full count: twice the longest life.
 
 local malformed, capped = 0, 0
-local holder, L, d, a, cap = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local life, bound, period, most = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local holder, L, d, a, cap = ARGV[1], num(ARGV[2]), num(ARGV[3]), num(ARGV[4]), num(ARGV[5])
+local life, bound, period, most = num(ARGV[6]), num(ARGV[7]), num(ARGV[9]), num(ARGV[10])
 local lost = 0
 -- entry reads "d g a e l" or "d g a e": its l is nil in the second.
 local function entry(v)
   if type(v) ~= 'string' then return nil end
   local f1, f2, f3, f4, f5 = string.match(v, '^(%d+) (%d+) (%d+) (%d+) (%d+)$')
   if not f1 then f1, f2, f3, f4 = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$') end
-  local pd, pg, pa, pe, pl = int(f1, M), int(f2, M), int(f3, M), int(f4, M), int(f5, M)
+  local pd, pg, pa, pe, pl = whole(f1, M), whole(f2, M), whole(f3, M), whole(f4, M), whole(f5, M)
   if not (pd and pg and pa and pe) or (f5 and not (pl and pl >= 1)) then return nil end
   return pd, pg, pa, pe, pl
 end
 local size = redis.pcall('HLEN', KEYS[1])
-if type(size) ~= 'number' or size > tonumber(ARGV[11]) then
+if type(size) ~= 'number' or size > num(ARGV[11]) then
   redis.call('UNLINK', KEYS[1])
   malformed = malformed + 1
   size = 0
@@ -85,7 +85,7 @@ local mine, old = got[1], 0
 local od, og, oa = entry(mine)
 if od then old = math.max(math.min(og, L), math.min(oa, L)) end
 if not mine and a > 0 then
-  cap = math.min(cap, tonumber(ARGV[8]))
+  cap = math.min(cap, num(ARGV[8]))
   lost = 1
 end
 local at, held, n, f, x, m, claimed
@@ -95,7 +95,7 @@ if type(got[2]) == 'string' then
     g1, g2, g3, g4, g5 = string.match(got[2], '^(%d+) (%d+) (%d+) ([01]) (%d+)$')
     g6 = ARGV[2]
   end
-  at, held, n, f, x, m = int(g1, M), int(g2, M), int(g3, 1048576), int(g4, 1), int(g5, M), int(g6, M)
+  at, held, n, f, x, m = whole(g1, M), whole(g2, M), whole(g3, 1048576), whole(g4, 1), whole(g5, M), int(g6, M)
   if not (at and held and n and f and x and m and n >= 1 and m >= 1) then
     at = nil
     malformed = malformed + 1

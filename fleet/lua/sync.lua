@@ -24,7 +24,7 @@
 -- one field per bucket (r<bucket>: requests, f<bucket>: failures). A
 -- field that is not that with a count, a bucket in the future, more
 -- failures than requests, is deleted (malformed); a window that is not a
--- small hash is deleted whole. The window's expiry is set after its
+-- small hash (batch.lua: at most 64 fields) is deleted whole. The window's expiry is set after its
 -- counts, at a bucket's first count: a window nobody writes to expires
 -- once its last bucket has left the window. An override that is not
 -- "open" or "closed", or a key of another type, is garbage; one with no
@@ -33,40 +33,44 @@
 local R, F = 0, 0
 if s == 0 then
   local win = base .. ':win:' .. fmt(v)
-  local req, fail = tonumber(ARGV[5]), tonumber(ARGV[6])
-  local bms, n = tonumber(ARGV[7]), tonumber(ARGV[8])
+  local req, fail = num(ARGV[5]), num(ARGV[6])
+  local bms, n = num(ARGV[7]), num(ARGV[8])
   local b = math.floor(now / bms)
   local all = small(win)
   if not all then
     garbage(win)
     all = {}
   end
-  local r, f, dead = {}, {}, {}
+  local r, f, dead, failed = {}, {}, {}, false
   for i = 1, #all, 2 do
-    local k, x = all[i], int(all[i + 1], M)
-    local side, digits = string.match(k, '^([rf])([1-9]%d*)$')
-    local at = tonumber(digits)
+    local k, x = all[i], all[i + 1]
+    x = counts[x] or count(x) -- HGETALL: strings
+    local at = buckets[k]
+    if at == nil then at = bucket(k) end
+    local side = r
+    if at and at < 0 then at, side = -at, f end
     if not x or not at or at > b then
       dead[#dead + 1] = k
       malformed = malformed + 1
     elseif at <= b - n then
       dead[#dead + 1] = k
-    elseif side == 'r' then
-      r[at] = x
+    elseif side == r then
+      r[at], R = x, R + x
     else
-      f[at] = x
+      f[at], F, failed = x, F + x, true
     end
   end
-  for at, x in pairs(f) do
-    if x > (r[at] or 0) then
-      dead[#dead + 1], dead[#dead + 2] = 'r' .. fmt(at), 'f' .. fmt(at)
-      malformed = malformed + 1
-      r[at], f[at] = nil, nil
+  if failed then
+    for at, x in pairs(f) do
+      local y = r[at] or 0
+      if x > y then
+        dead[#dead + 1], dead[#dead + 2] = 'r' .. fmt(at), 'f' .. fmt(at)
+        malformed = malformed + 1
+        r[at], f[at], R, F = nil, nil, R - y, F - x
+      end
     end
   end
-  hdel(win, dead)
-  for _, x in pairs(r) do R = R + x end
-  for _, x in pairs(f) do F = F + x end
+  if #dead > 0 then hdel(win, dead) end
   if req > 0 then
     local at = fmt(b)
     if redis.call('HINCRBY', win, 'r' .. at, req) == req then
@@ -75,12 +79,12 @@ if s == 0 then
     if fail > 0 then redis.call('HINCRBY', win, 'f' .. at, fail) end
     R, F = R + req, F + fail
   end
-  if R > 0 and R >= tonumber(ARGV[9]) and F >= tonumber(ARGV[10]) * R then
+  if R > 0 and R >= num(ARGV[9]) and F >= num(ARGV[10]) * R then
     redis.call('DEL', win)
     set(after(), 1, now + open)
   end
 end
-local fs, fms, most = 0, 0, tonumber(ARGV[11])
+local fs, fms, most = 0, 0, num(ARGV[11])
 local val = false
 if ARGV[12] == '1' then
   val = redis.pcall('GET', KEYS[2])
