@@ -123,7 +123,7 @@ func (rt *roundTrip) circuit(c *circuit, synced, read bool) {
 	}
 	if reqs > 0 || read {
 		rule := c.rule.Load()
-		rt.run(c, breakerOp{more: 4, apply: (*circuit).applyWindow}, syncCall{breakerArgs: rt.breaker(c),
+		rt.run(c, breakerOp{own: syncOwn, apply: (*circuit).applyWindow}, syncCall{breakerArgs: rt.breaker(c),
 			requests: reqs, failures: fails, bucket: c.window / windowBuckets, buckets: windowBuckets,
 			minRequests: rule.min, ratio: rule.ratio, mostForce: observe.MaxForce, readForce: read})
 	}
@@ -153,14 +153,15 @@ func (rt *roundTrip) quota(q *quota) {
 	}
 	call := pauseCall{base: q.base, channel: rt.f.channel, system: q.name, pause: left}
 	rt.ops = append(rt.ops, newOp(call, func(r []int64, err error) {
+		pr, ok := readPauseReply(r)
 		switch {
-		case errors.Is(err, errShape) || (err == nil && (len(r) != 2 || r[1] < 0)):
+		case errors.Is(err, errShape) || (err == nil && (!ok || pr.malformed < 0)):
 			q.pauseSent = p
 			rt.f.malformed.Add(1)
 		case err != nil: // sent again on the next round trip
 		default:
 			q.pauseSent = p
-			rt.f.malformed.Add(uint64(r[1]))
+			rt.f.malformed.Add(uint64(pr.malformed))
 		}
 	}, nil))
 }
@@ -181,11 +182,11 @@ func (rt *roundTrip) breaker(c *circuit) breakerArgs {
 }
 
 // breakerOp is how the reply of one op of a breaker is read: how many
-// values it holds after the state's (more), what applies it, and what
-// puts back what was taken for the op when it was not delivered (nil:
-// nothing).
+// values of its own it holds after the state's (own), what applies it,
+// and what puts back what was taken for the op when it was not delivered
+// (nil: nothing).
 type breakerOp struct {
-	more  int
+	own   int
 	apply func(*circuit, state, []int64, *roundTrip, time.Time)
 	undo  func()
 }
@@ -199,8 +200,8 @@ func (rt *roundTrip) run(c *circuit, o breakerOp, call opCall) {
 		if err != nil {
 			return
 		}
-		if st, vals, ok := c.readReply(r, o.more); ok {
-			o.apply(c, st, vals, rt, rt.now)
+		if st, own, ok := c.readReply(r, o.own); ok {
+			o.apply(c, st, own, rt, rt.now)
 		}
 	}, o.undo))
 }
@@ -242,7 +243,7 @@ func (rt *roundTrip) changes(c *circuit) {
 	// Redis commands at the call rate.
 	if now := time.Now(); v.open && !now.Before(v.until) && now.Sub(c.leased) >= leaseEvery(rt.f.cfg) && c.want.Swap(false) {
 		c.leased = now
-		rt.run(c, breakerOp{more: 1, apply: (*circuit).applyLease, undo: func() { c.want.Store(true) }},
+		rt.run(c, breakerOp{own: leaseOwn, apply: (*circuit).applyLease, undo: func() { c.want.Store(true) }},
 			leaseCall{breakerArgs: rt.breaker(c), version: v.ver, probes: c.probes, life: c.lease, holder: rt.f.holder})
 	}
 }
@@ -299,12 +300,13 @@ func (c *circuit) applyState(st state, _ []int64, _ *roundTrip, now time.Time) {
 
 // applyWindow applies the reply of the sync script: the state, the fleet
 // window's requests and failures, and the operator's override.
-func (c *circuit) applyWindow(st state, more []int64, rt *roundTrip, now time.Time) {
+func (c *circuit) applyWindow(st state, own []int64, rt *roundTrip, now time.Time) {
 	c.applyState(st, nil, rt, now)
-	if more[2] != forceNotRead {
-		c.readForced(more[2], more[3], rt.sent, now)
+	w := readSyncReply(own)
+	if w.force != forceNotRead {
+		c.readForced(w.force, w.forceLeftMs, rt.sent, now)
 	}
-	if reqs, fails, ok := c.readWindow(more); ok {
+	if reqs, fails, ok := c.readWindow(w); ok {
 		c.mu.Lock()
 		c.totals = [2]uint64{reqs, fails}
 		c.read = now
@@ -315,9 +317,9 @@ func (c *circuit) applyWindow(st state, more []int64, rt *roundTrip, now time.Ti
 // applyLease applies the reply of the lease script: a lease is one probe
 // this pod may start, until grantLife after the request was sent (not
 // after the reply came: see newCircuit).
-func (c *circuit) applyLease(st state, more []int64, rt *roundTrip, now time.Time) {
+func (c *circuit) applyLease(st state, own []int64, rt *roundTrip, now time.Time) {
 	c.applyState(st, nil, rt, now)
-	switch i := more[0]; {
+	switch i := readLeaseReply(own).lease; {
 	case i < 0 || i > int64(c.probes):
 		c.f.malformed.Add(1)
 	case i > 0:

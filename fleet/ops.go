@@ -154,3 +154,82 @@ type departCall struct{ pods, holder string }
 func (d departCall) call() (string, []string, []any) {
 	return "depart", []string{d.pods}, []any{d.holder}
 }
+
+// Each op replies a list of integers, in the order its file's header
+// names them. Its reader is here, beside its call: it checks the list's
+// length and reads it into the op's reply type by position; nothing else
+// reads a reply by index. What the values mean is checked where they are
+// applied (trust.go, quota.go, pace.go): another client may have written
+// anything an op read.
+
+// breakerReply is what every op of a breaker replies (lua/breaker.lua):
+// the state it leaves in Redis (version, s, ms left open), the values it
+// found malformed or cut there, then its own values (own).
+type breakerReply struct {
+	ver, s, leftMs    int64
+	malformed, capped int64
+	own               []int64
+}
+
+// readBreakerReply reads r, the reply of a breaker's op that has own
+// values of its own after the state's.
+func readBreakerReply(r []int64, own int) (breakerReply, bool) {
+	if len(r) != 5+own {
+		return breakerReply{}, false
+	}
+	return breakerReply{ver: r[0], s: r[1], leftMs: r[2], malformed: r[3], capped: r[4], own: r[5:]}, true
+}
+
+// syncReply is lua/sync.lua's own values: the fleet window's requests
+// and failures, and the operator's override (0 none, 1 open, 2 closed,
+// forceNotRead) with its ms left.
+type syncReply struct{ requests, failures, force, forceLeftMs int64 }
+
+// syncOwn is how many own values sync replies.
+const syncOwn = 4
+
+func readSyncReply(own []int64) syncReply {
+	return syncReply{requests: own[0], failures: own[1], force: own[2], forceLeftMs: own[3]}
+}
+
+// leaseReply is lua/lease.lua's own value: the lease's number, or 0.
+type leaseReply struct{ lease int64 }
+
+// leaseOwn is how many own values lease replies.
+const leaseOwn = 1
+
+func readLeaseReply(own []int64) leaseReply { return leaseReply{lease: own[0]} }
+
+// quotaReply is lua/quota.lua's reply: the grant, the live pods, the ms
+// left of the upstream's pause, the values malformed and cut, and
+// whether the pod found its entry lost (0 or 1).
+type quotaReply struct{ grant, pods, pauseMs, malformed, capped, lost int64 }
+
+func readQuotaReply(r []int64) (quotaReply, bool) {
+	if len(r) != 6 {
+		return quotaReply{}, false
+	}
+	return quotaReply{grant: r[0], pods: r[1], pauseMs: r[2], malformed: r[3], capped: r[4], lost: r[5]}, true
+}
+
+// pauseReply is lua/pause.lua's reply: the ms of the pause in force, and
+// the values malformed.
+type pauseReply struct{ pauseMs, malformed int64 }
+
+func readPauseReply(r []int64) (pauseReply, bool) {
+	if len(r) != 2 {
+		return pauseReply{}, false
+	}
+	return pauseReply{pauseMs: r[0], malformed: r[1]}, true
+}
+
+// presenceReply is lua/presence.lua's reply: the pods alive, and the
+// entries malformed.
+type presenceReply struct{ pods, malformed int64 }
+
+func readPresenceReply(r []int64) (presenceReply, bool) {
+	if len(r) != 2 {
+		return presenceReply{}, false
+	}
+	return presenceReply{pods: r[0], malformed: r[1]}, true
+}

@@ -68,19 +68,20 @@ func (rt *roundTrip) presence() {
 	f := rt.f
 	call := presenceCall{pods: f.podsKey, holder: f.holder, life: presenceLife(f.cfg)}
 	rt.ops = append(rt.ops, newOp(call, func(r []int64, err error) {
+		pr, ok := readPresenceReply(r)
 		switch {
 		case err != nil:
 			if err == errShape {
 				f.malformed.Add(1)
 			}
 			return
-		case len(r) != 2 || r[0] < 1 || r[0] > maxPods || r[1] < 0:
+		case !ok || pr.pods < 1 || pr.pods > maxPods || pr.malformed < 0:
 			f.malformed.Add(1)
 			return
 		}
-		f.malformed.Add(uint64(r[1]))
+		f.malformed.Add(uint64(pr.malformed))
 		f.presentAt = rt.sent
-		f.podsSeen.Store(r[0])
-		f.tickNs.Store(int64(tickFor(f.cfg, int(r[0]))))
+		f.podsSeen.Store(pr.pods)
+		f.tickNs.Store(int64(tickFor(f.cfg, int(pr.pods))))
 	}, nil))
 }

@@ -247,8 +247,8 @@ func (q *quota) mostFields() int64 {
 	return 4*pods + 1024
 }
 
-// granted applies a reply of the quota op to the round trip sent at sent:
-// {grant, live pods, pause ms, malformed, capped, lost}, or its absence
+// granted applies a reply of the quota op (quotaReply) to the round trip
+// sent at sent, or its absence
 // (err). It reports false when there is no reply, or one that no op
 // could have sent (counted).
 func (q *quota) granted(r []int64, err error, sent, now time.Time) bool {
@@ -258,13 +258,14 @@ func (q *quota) granted(r []int64, err error, sent, now time.Time) bool {
 	if err != nil {
 		return false
 	}
-	if len(r) != 6 || r[3] < 0 || r[4] < 0 {
+	qr, ok := readQuotaReply(r)
+	if !ok || qr.malformed < 0 || qr.capped < 0 {
 		q.f.malformed.Add(1)
 		return false
 	}
-	q.f.malformed.Add(uint64(r[3]))
-	q.f.capped.Add(uint64(r[4]))
-	g, n, pause, lost := r[0], r[1], r[2], r[5]
+	q.f.malformed.Add(uint64(qr.malformed))
+	q.f.capped.Add(uint64(qr.capped))
+	g, n, pause, lost := qr.grant, qr.pods, qr.pauseMs, qr.lost
 	if g < 0 || g > q.limit || n < 1 || n > maxPods || pause < 0 || lost < 0 || lost > 1 {
 		q.f.malformed.Add(1)
 		return false

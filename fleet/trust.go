@@ -47,18 +47,19 @@ func (c *circuit) readState(ver, s, ms int64) (state, bool) {
 	return st, true
 }
 
-// readReply checks an op's reply {v, s, ms left, malformed, capped,
-// more...}: the state, and the more values that follow it. What the op
-// found malformed or cut in Redis is added to the counts.
-func (c *circuit) readReply(r []int64, more int) (state, []int64, bool) {
-	if len(r) != 5+more || r[3] < 0 || r[4] < 0 {
+// readReply checks the reply r of a breaker's op that has own values
+// after the state's: the state, and those values. What the op found
+// malformed or cut in Redis is added to the counts.
+func (c *circuit) readReply(r []int64, own int) (state, []int64, bool) {
+	b, ok := readBreakerReply(r, own)
+	if !ok || b.malformed < 0 || b.capped < 0 {
 		c.f.malformed.Add(1)
 		return state{}, nil, false
 	}
-	c.f.malformed.Add(uint64(r[3]))
-	c.f.capped.Add(uint64(r[4]))
-	st, ok := c.readState(r[0], r[1], r[2])
-	return st, r[5:], ok
+	c.f.malformed.Add(uint64(b.malformed))
+	c.f.capped.Add(uint64(b.capped))
+	st, ok := c.readState(b.ver, b.s, b.leftMs)
+	return st, b.own, ok
 }
 
 // onMessage applies a message of the channel (message.go). A message
@@ -97,10 +98,10 @@ func (f *Fleet) onMessage(payload string) {
 
 // readWindow checks the fleet window's totals of a sync reply: counts in
 // [0, maxVersion], no more failures than requests.
-func (c *circuit) readWindow(r []int64) (reqs, fails uint64, ok bool) {
-	if r[0] < 0 || r[0] > maxVersion || r[1] < 0 || r[1] > r[0] {
+func (c *circuit) readWindow(w syncReply) (reqs, fails uint64, ok bool) {
+	if w.requests < 0 || w.requests > maxVersion || w.failures < 0 || w.failures > w.requests {
 		c.f.malformed.Add(1)
 		return 0, 0, false
 	}
-	return uint64(r[0]), uint64(r[1]), true
+	return uint64(w.requests), uint64(w.failures), true
 }
