@@ -37,12 +37,15 @@ type Server struct {
 	done chan struct{} // closed once cmd has exited
 }
 
-// Start starts a redis-server on a free loopback port and stops it when
-// the test ends.
 // startWait is how long a start waits for redis-server to answer PING:
 // long enough for a starved machine; the wait ends at the first answer.
 const startWait = 60 * time.Second
 
+// pingTimeout bounds one PING of launch.
+const pingTimeout = 5 * time.Second
+
+// Start starts a redis-server on a free loopback port and stops it when
+// the test ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
 	s := &Server{tb: tb, bin: serverBin(tb), dir: tb.TempDir(), port: freePort(tb)}
@@ -136,13 +139,15 @@ func (s *Server) launch() error {
 }
 
 // ping sends PING on a fresh connection and reports whether PONG came back.
+// Its bound is long: a test binary starved of CPU may read the answer
+// seconds after it came, and a read past its deadline fails even then.
 func (s *Server) ping() bool {
-	c, err := net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond)
+	c, err := net.DialTimeout("tcp", s.Addr(), pingTimeout)
 	if err != nil {
 		return false
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	c.SetDeadline(time.Now().Add(pingTimeout))
 	if _, err := c.Write([]byte("PING\r\n")); err != nil {
 		return false
 	}
