@@ -229,7 +229,7 @@ func (lc *localCircuit) Counts() gobreaker.Counts { return lc.cb.Load().Counts()
 
 // retune makes cfg's window, open timeout and probes the breaker's from
 // now on, when they differ from its own: a new gobreaker takes over,
-// carrying the state over (breaker.TakeOver): closed with the window's
+// carrying the state over (breaker.Carried.TakeOver): closed with the window's
 // counts, judged at once by the rule in force; open (or half-open) for
 // cfg's open timeout from now. A change of state the takeover makes
 // (counts the new rule trips on) goes to onChange as any other.
@@ -242,7 +242,7 @@ func (lc *localCircuit) retune(cfg config.Client) {
 	old := lc.cb.Load()
 	was := breaker.Carried{State: old.State(), Counts: old.Counts()}
 	var cb *gobreaker.CircuitBreaker[*http.Response]
-	cb = breaker.TakeOver(lc.name, cfg, lc.rule, lc.hook(&cb, cfg.BreakerOpenTimeout), was)
+	cb = was.TakeOver(lc.name, cfg, lc.rule, lc.hook(&cb, cfg.BreakerOpenTimeout))
 	now := cb.State()
 	if now == gobreaker.StateOpen {
 		lc.record(now, time.Now(), cfg.BreakerOpenTimeout)

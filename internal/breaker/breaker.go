@@ -84,7 +84,7 @@ const mostCarried = 200_000
 // from now, then lets c's probes through. onChange hears nothing of the
 // takeover itself (the caller tells of a change it makes, if any), only
 // what comes after.
-func TakeOver(name string, c config.Client, rule *Rule, onChange func(from, to gobreaker.State), was Carried) *gobreaker.CircuitBreaker[*http.Response] {
+func (was Carried) TakeOver(name string, c config.Client, rule *Rule, onChange func(from, to gobreaker.State)) *gobreaker.CircuitBreaker[*http.Response] {
 	if rule == nil {
 		rule = NewRule(c)
 	}

@@ -37,7 +37,7 @@ func TestTakeOverCarriesAClosedWindow(t *testing.T) {
 	hook := func(from, to gobreaker.State) { changes++ }
 
 	c.BreakerWindow = time.Minute
-	cb := TakeOver("p", c, NewRule(c), hook, was)
+	cb := was.TakeOver("p", c, NewRule(c), hook)
 	if got := cb.Counts(); cb.State() != gobreaker.StateClosed || got.TotalSuccesses != 6 || got.TotalFailures != 3 {
 		t.Errorf("after a change of window: %v %+v, want closed with 6 successes and 3 failures", cb.State(), got)
 	}
@@ -47,7 +47,7 @@ func TestTakeOverCarriesAClosedWindow(t *testing.T) {
 	}
 
 	c.BreakerMinRequests, c.BreakerFailureRatio = 5, 0.3
-	cb = TakeOver("p", c, NewRule(c), hook, was)
+	cb = was.TakeOver("p", c, NewRule(c), hook)
 	if cb.State() != gobreaker.StateOpen {
 		t.Errorf("3 failures of 9 under a rule of 0.3 of at least 5: %v, want open", cb.State())
 	}
@@ -69,7 +69,7 @@ func TestTakeOverKeepsItOpenUnderTheNewTimeout(t *testing.T) {
 			c := takeoverSettings()
 			c.BreakerOpenTimeout, c.BreakerHalfOpenProbes = 10*time.Second, 2
 			var seen []gobreaker.State
-			cb := TakeOver("p", c, NewRule(c), func(_, to gobreaker.State) { seen = append(seen, to) }, Carried{State: from})
+			cb := Carried{State: from}.TakeOver("p", c, NewRule(c), func(_, to gobreaker.State) { seen = append(seen, to) })
 			if _, err := cb.Execute(okSend); err != gobreaker.ErrOpenState {
 				t.Fatalf("taken over from %v: %v, want ErrOpenState", from, err)
 			}
@@ -101,7 +101,7 @@ func TestTakeOverKeepsItOpenUnderTheNewTimeout(t *testing.T) {
 func TestTakeOverScalesLargeCounts(t *testing.T) {
 	c := takeoverSettings()
 	was := Carried{State: gobreaker.StateClosed, Counts: gobreaker.Counts{TotalSuccesses: 3_000_000, TotalFailures: 1_000_000}}
-	cb := TakeOver("p", c, NewRule(c), nil, was)
+	cb := was.TakeOver("p", c, NewRule(c), nil)
 	got := cb.Counts()
 	if got.TotalSuccesses+got.TotalFailures != mostCarried || got.TotalFailures != mostCarried/4 {
 		t.Errorf("carried %+v, want %d outcomes, a quarter of them failures", got, mostCarried)
