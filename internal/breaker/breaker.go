@@ -142,7 +142,7 @@ func build(name string, c config.Client, trips func(gobreaker.Counts) bool, onCh
 
 // SameSettings reports whether a and b build the same breaker: window,
 // open timeout and probes, which a running gobreaker cannot change (a
-// change of them needs [TakeOver]; the rule changes in place).
+// change of them needs [Carried.TakeOver]; the rule changes in place).
 func SameSettings(a, b config.Client) bool {
 	return a.BreakerWindow == b.BreakerWindow && a.BreakerOpenTimeout == b.BreakerOpenTimeout &&
 		a.BreakerHalfOpenProbes == b.BreakerHalfOpenProbes
