@@ -84,28 +84,25 @@ func newClient(l config.Loaded, o *options, closed *atomic.Bool) (*Client, error
 		o.logger.Warn("outbound fault injection on", "outbound.system", l.Name, "outbound.faults", c.faults.describe())
 	}
 	c.rule = breaker.NewRule(l.Client)
-	c.cb = newLocalCircuit(l.Name, l.Client, c.rule, c.localChanged)
+	local := newLocalCircuit(l.Name, l.Client, c.rule, c.localChanged)
+	c.cb = local
 	if l.Client.BreakerScope == "fleet" {
-		if c.cb, err = o.fleetCircuit(l, c.cb); err != nil {
+		if c.cb, c.toCircuit, err = o.fleetCircuit(l, local, fleetReports{c.breakerChanged, c.forceChanged}); err != nil {
 			return nil, err
-		}
-		if sr, ok := c.cb.(StateReporter); ok {
-			c.toCircuit = sr.ReportStates(c.breakerChanged)
 		}
 		if f, ok := c.cb.(Forcer); ok {
 			c.force.Share(f)
-			f.ReportForces(c.forceChanged)
 		}
 	}
 	var quota Quota
 	if r := l.Client.Rate(); r.Limited() {
-		quota = ratelimit.NewLocal(r)
+		local := ratelimit.NewLocal(r)
+		quota = local
 		if l.Client.RateScope == "fleet" {
-			if quota, err = o.fleetQuota(l, quota); err != nil {
+			if quota, err = o.fleetQuota(l, local, func(until time.Time) { c.paused(until, 0) }); err != nil {
 				return nil, err
 			}
 		}
-		quota.ReportPauses(func(until time.Time) { c.paused(until, 0) })
 	}
 	ps, err := c.policies(l, quota, nil)
 	if err != nil {

@@ -334,9 +334,7 @@ func (c *Client) apply(l config.Loaded) {
 			// (needsRestart).
 			quota.(rateSetter).SetRate(r)
 		default:
-			nq := ratelimit.NewLocal(r)
-			nq.ReportPauses(func(until time.Time) { c.paused(until, 0) })
-			quota = nq
+			quota = ratelimit.NewLocal(r)
 		}
 	}
 	if n := int64(l.Client.MaxConcurrent); n != int64(old.l.Client.MaxConcurrent) {

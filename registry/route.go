@@ -318,12 +318,13 @@ func (c *Client) newRoute(l config.Loaded, lr config.LoadedRoute, old *route) (*
 				r.quota.(rateSetter).SetRate(r.rate)
 			}
 		} else {
-			r.quota = ratelimit.NewLocal(r.rate)
+			local := ratelimit.NewLocal(r.rate)
+			r.quota = local
 			if l.Client.RateScope == "fleet" {
 				fl := l
 				fl.Name, fl.Client = l.Name+"."+lr.Name, lr.Client
 				fl.Client.RateBurst = r.rate.Burst
-				q, err := c.opts.fleetQuota(fl, r.quota)
+				q, err := c.opts.fleetQuota(fl, local, nil)
 				if err != nil {
 					return nil, err
 				}
@@ -355,14 +356,11 @@ func (c *Client) ownBreaker(l config.Loaded, lr config.LoadedRoute, r *route) er
 	}
 	fl := l
 	fl.Name, fl.Client = l.Name+"."+lr.Name, lr.Client
-	cb, err := c.opts.fleetCircuit(fl, own)
+	cb, to, err := c.opts.fleetCircuit(fl, own, fleetReports{states: report})
 	if err != nil {
 		return err
 	}
-	if sr, ok := cb.(StateReporter); ok {
-		toFleet = sr.ReportStates(report)
-	}
-	r.cb = cb
+	toFleet, r.cb = to, cb
 	return nil
 }
 
