@@ -165,7 +165,7 @@ func clusterBreaker(t *testing.T, cl *redistest.Cluster) {
 	}
 	pods := startMultiPods(t, 5, cl, "cbreaker", bases, map[string]string{
 		"BREAKER_SCOPE": "fleet", "BREAKER_OPEN_TIMEOUT": "500ms", "BREAKER_HALF_OPEN_PROBES": "1"})
-	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
+	ctx, cancel := context.WithTimeout(context.Background(), starvedWait)
 	defer cancel()
 	var callers []openCaller
 	for _, p := range pods {
@@ -175,7 +175,7 @@ func clusterBreaker(t *testing.T, cl *redistest.Cluster) {
 	}
 	late := callUntilOpen(ctx, callers)
 	if ctx.Err() != nil {
-		t.Fatalf("not every pod's breaker opened within %v", syncWait)
+		t.Fatalf("not every pod's breaker opened within %v", starvedWait)
 	}
 	checkOpenTogether(t, late)
 	healthy.Store(true)

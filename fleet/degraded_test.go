@@ -13,6 +13,7 @@ import (
 	"github.com/outbound-go/outbound/fleet/redistest"
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/outboundtest"
+	"github.com/outbound-go/outbound/registry"
 )
 
 // TestRedisFailingLeavesCallsLocalAndFast: Redis killed, restarted
@@ -40,9 +41,17 @@ func TestRedisFailingLeavesCallsLocalAndFast(t *testing.T) {
 	// A 2s window: the local breakers judge the last 2 seconds only, so
 	// the failures outweigh the successes before them within a second or
 	// two; 5 requests in it are enough (a starved machine makes few).
-	pods := startPodsTimed(t, slowTimeout, 5, srv, "fails", "fleet", up.URL, map[string]string{
-		"PAYMENTS_BREAKER_MIN_REQUESTS": "5", "PAYMENTS_BREAKER_OPEN_TIMEOUT": "300ms", "PAYMENTS_BREAKER_WINDOW": "2s",
-	})
+	// Each pod has an observer of its own: what its breaker did is told
+	// to it, whether or not a poll of its status saw it.
+	var pods []*pod
+	logs := map[*pod]*breakerLog{}
+	for range 5 {
+		l := &breakerLog{}
+		p := startPodsTimed(t, slowTimeout, 1, srv, "fails", "fleet", up.URL, map[string]string{
+			"PAYMENTS_BREAKER_MIN_REQUESTS": "5", "PAYMENTS_BREAKER_OPEN_TIMEOUT": "300ms", "PAYMENTS_BREAKER_WINDOW": "2s",
+		}, registry.WithObserver(l))[0]
+		pods, logs[p] = append(pods, p), l
+	}
 	var mu sync.Mutex
 	phase := "baseline"
 	lat := map[string][]time.Duration{}
@@ -107,14 +116,17 @@ func TestRedisFailingLeavesCallsLocalAndFast(t *testing.T) {
 	degraded := all("degraded after kill", syncWait, func(p *pod) bool { return !synced(p) })
 	time.Sleep(time.Second)
 	enough("killed")
+	told := map[*pod]int{}
+	for p, l := range logs {
+		told[p] = len(l.events())
+	}
 	failing.Store(true) // local breakers alone must trip
-	// Each pod's breaker is seen open, not necessarily at one moment: it
-	// is open for 300ms at a time, which a starved poll may miss on one
-	// pod while it sees another.
-	tripped := make(map[*pod]bool)
-	all("every local breaker open with Redis dead", syncWait, func(p *pod) bool {
-		tripped[p] = tripped[p] || breaker(observe.BreakerOpen)(p)
-		return tripped[p]
+	// Each pod's breaker opens, as its observer is told: not necessarily
+	// at one moment, and it is open for 300ms at a time, which a starved
+	// poll may miss. How soon is the callers' pace (5 failures within
+	// the 2s window; a starved machine runs few), so the wait is long.
+	all("every local breaker open with Redis dead", starvedWait, func(p *pod) bool {
+		return slices.Contains(logs[p].events()[told[p]:], "payments closed->open")
 	})
 	failing.Store(false)
 	all("closed again", syncWait, breaker(observe.BreakerClosed))

@@ -36,3 +36,12 @@ func (f *Fleet) Seen(system string) Seen {
 
 // HalfOpen reports whether s is a half-open view at now, in sync.
 func (s Seen) HalfOpen(now time.Time) bool { return s.Synced && s.Open && !now.Before(s.Until) }
+
+// Granted reports whether the rate of f's quota of system is a grant
+// from Redis in force now (not its fallback, limit / pods last seen).
+func (f *Fleet) Granted(system string) bool {
+	f.mu.Lock()
+	q := f.quotas[system]
+	f.mu.Unlock()
+	return q != nil && q.synced.Load()
+}

@@ -124,6 +124,13 @@ const podTimeout = time.Second
 // judges).
 const syncWait = 30 * time.Second
 
+// starvedWait is how long a test waits for what the pace of its own
+// callers sets (a breaker that opens once the callers sent enough
+// failures, every pod seeing it open): a machine that starves the test
+// binary runs its callers a few times a second. The wait ends as soon as
+// the condition holds.
+const starvedWait = 3 * syncWait
+
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
