@@ -1,12 +1,11 @@
 package fleet
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/sony/gobreaker/v2"
 
 	"github.com/outbound-go/outbound/observe"
 	"github.com/outbound-go/outbound/registry"
@@ -22,8 +21,13 @@ type circuit struct {
 	f     *Fleet
 	name  string
 	base  string // key prefix of the system in Redis
-	local registry.Circuit
+	local registry.LocalBreaker
 	judge func(error) observe.Verdict
+	// report tells the registry's observers of each change of the
+	// breaker's state (FleetSystem.States), forceReport of an override
+	// learned from elsewhere (FleetSystem.Forces); nil: nobody listens.
+	report      func(from, to observe.BreakerState)
+	forceReport func(state observe.BreakerState, until time.Time)
 
 	rule        atomic.Pointer[tripRule] // BREAKER_MIN_REQUESTS and BREAKER_FAILURE_RATIO (SetRule)
 	window      time.Duration
@@ -35,9 +39,6 @@ type circuit struct {
 	view   atomic.Pointer[view]   // the fleet's state as this pod knows it
 	grant  atomic.Pointer[grant]  // probe leases this pod holds
 	forced atomic.Pointer[forced] // an operator's override, as this pod knows it
-	// forceReport tells the registry's observers of an override learned
-	// from elsewhere (ReportForces); nil: nobody listens.
-	forceReport atomic.Pointer[func(observe.BreakerState, time.Time)]
 
 	reqs, fails atomic.Uint64 // judged attempts since the last flush
 	want        atomic.Bool   // a call was refused for want of a lease
@@ -46,10 +47,9 @@ type circuit struct {
 
 	// The observers' view (report.go): the state last reported, and the
 	// local breaker's as its last change said.
-	report     atomic.Pointer[func(from, to gobreaker.State)] // nil: nobody listens
-	localState atomic.Int32
+	localState atomic.Int32 // a stateCode
 	showMu     sync.Mutex   // orders the reports
-	shown      atomic.Int32 // written under showMu
+	shown      atomic.Int32 // a stateCode, written under showMu
 
 	mu       sync.Mutex
 	results  []probeResult // probe outcomes not yet sent
@@ -96,6 +96,14 @@ type probeResult struct {
 	ok  bool
 }
 
+// errOpen and errProbesTaken are the fleet breaker's refusals (nothing
+// sent): open, and half-open with every probe lease of this pod taken.
+// Both match registry.ErrCircuitOpen.
+var (
+	errOpen        = fmt.Errorf("%w: open in the fleet", registry.ErrCircuitOpen)
+	errProbesTaken = fmt.Errorf("%w: half-open in the fleet, every probe taken", registry.ErrCircuitOpen)
+)
+
 // Execute runs send through the fleet's state, then the local breaker.
 func (c *circuit) Execute(send func() (*http.Response, error)) (*http.Response, error) {
 	if !c.f.synced.Load() {
@@ -105,7 +113,7 @@ func (c *circuit) Execute(send func() (*http.Response, error)) (*http.Response, 
 	if v.open {
 		now := time.Now()
 		if now.Before(v.until) {
-			return nil, gobreaker.ErrOpenState
+			return nil, errOpen
 		}
 		c.showHalfOpen()
 		return c.probe(v, now, send)
@@ -117,7 +125,7 @@ func (c *circuit) Execute(send func() (*http.Response, error)) (*http.Response, 
 	case observe.VerdictFailure:
 		c.reqs.Add(1)
 		c.fails.Add(1)
-		if c.local.State() == gobreaker.StateOpen {
+		if c.localOpen() {
 			c.f.wake() // this pod's breaker tripped: open the fleet's now
 		}
 	}
@@ -132,7 +140,7 @@ func (c *circuit) probe(v *view, now time.Time, send func() (*http.Response, err
 	if g == nil || g.ver != v.ver || !now.Before(g.until) || !take(&g.left) {
 		c.want.Store(true)
 		c.f.wake()
-		return nil, gobreaker.ErrTooManyRequests
+		return nil, errProbesTaken
 	}
 	resp, err := send()
 	switch c.judge(err) {
@@ -160,23 +168,28 @@ func take(n *atomic.Int32) bool {
 	}
 }
 
-// State is the fleet's state while in sync (open, or half-open once the
-// open time has passed) when it is not closed, else the local breaker's.
-func (c *circuit) State() gobreaker.State {
+// localOpen reports whether the local breaker is open now.
+func (c *circuit) localOpen() bool {
+	st, _ := c.local.Breaker()
+	return st == observe.BreakerOpen
+}
+
+// Breaker returns the fleet's state while in sync (open, or half-open
+// once the open time has passed) when it is not closed, else the local
+// breaker's; the counts are the local breaker's: this pod's window.
+func (c *circuit) Breaker() (observe.BreakerState, observe.BreakerCounts) {
+	st, n := c.local.Breaker()
 	if c.f.synced.Load() {
 		if v := c.view.Load(); v.open {
 			if time.Now().Before(v.until) {
-				return gobreaker.StateOpen
+				return observe.BreakerOpen, n
 			}
 			c.showHalfOpen()
-			return gobreaker.StateHalfOpen
+			return observe.BreakerHalfOpen, n
 		}
 	}
-	return c.local.State()
+	return st, n
 }
-
-// Counts are the local breaker's: this pod's window.
-func (c *circuit) Counts() gobreaker.Counts { return c.local.Counts() }
 
 // FleetSync is the fleet's sync state, for the registry's Status.
 func (c *circuit) FleetSync() observe.FleetSync {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/observe"
-	"github.com/sony/gobreaker/v2"
 )
 
 // bare is a circuit on a fleet with no Redis and no goroutine: the hot
@@ -16,7 +15,7 @@ import (
 func bare(s settings) *circuit {
 	f := &Fleet{wakeCh: make(chan struct{}, 1), circuits: map[string]*circuit{}}
 	f.synced.Store(true)
-	return newCircuit(f, s, testLocal(s), testJudge)
+	return newCircuit(f, s, testLocal(s), testReports)
 }
 
 // TestCircuitOpenThenHalfOpen: the view's open time runs on this pod's
@@ -29,17 +28,17 @@ func TestCircuitOpenThenHalfOpen(t *testing.T) {
 		sent := 0
 		send := func() (*http.Response, error) { sent++; return nil, errUpstream }
 		c.apply(state{ver: 3, open: true, left: time.Second}, time.Now())
-		if st := c.State(); st != gobreaker.StateOpen {
+		if st := stateOf(c); st != observe.BreakerOpen {
 			t.Fatalf("State = %v, want open", st)
 		}
-		if _, err := c.Execute(send); !errors.Is(err, gobreaker.ErrOpenState) || sent != 0 {
+		if _, err := c.Execute(send); !errors.Is(err, errOpen) || sent != 0 {
 			t.Fatalf("open: err %v, sent %d; want ErrOpenState, nothing sent", err, sent)
 		}
 		time.Sleep(time.Second)
-		if st := c.State(); st != gobreaker.StateHalfOpen {
+		if st := stateOf(c); st != observe.BreakerHalfOpen {
 			t.Fatalf("after the open time: %v, want half-open", st)
 		}
-		if _, err := c.Execute(send); !errors.Is(err, gobreaker.ErrTooManyRequests) || !c.want.Load() || sent != 0 {
+		if _, err := c.Execute(send); !errors.Is(err, errProbesTaken) || !c.want.Load() || sent != 0 {
 			t.Fatalf("half-open without a lease: err %v, want %v, sent %d", err, c.want.Load(), sent)
 		}
 		c.applyLease(state{ver: 3, open: true}, []int64{1}, &roundTrip{sent: time.Now()}, time.Now())
@@ -47,7 +46,7 @@ func TestCircuitOpenThenHalfOpen(t *testing.T) {
 		if _, err := c.Execute(send); err != errUpstream || sent != 2 {
 			t.Fatalf("with a lease (given back once): err %v, sent %d; want the upstream's error, 2 sent", err, sent)
 		}
-		if _, err := c.Execute(send); !errors.Is(err, gobreaker.ErrTooManyRequests) || sent != 2 {
+		if _, err := c.Execute(send); !errors.Is(err, errProbesTaken) || sent != 2 {
 			t.Fatalf("lease spent: err %v, sent %d", err, sent)
 		}
 		if len(c.results) != 1 || c.results[0] != (probeResult{ver: 3, ok: false}) {
@@ -55,7 +54,7 @@ func TestCircuitOpenThenHalfOpen(t *testing.T) {
 		}
 		c.apply(state{ver: 2}, time.Now()) // stale: ignored
 		c.apply(state{ver: 4, open: true, left: time.Second}, time.Now())
-		if _, err := c.Execute(send); !errors.Is(err, gobreaker.ErrOpenState) {
+		if _, err := c.Execute(send); !errors.Is(err, errOpen) {
 			t.Errorf("a newer open: %v", err)
 		}
 	})

@@ -187,7 +187,7 @@
 //
 // A 429 or 503 with Retry-After, or rate-limit headers that say nothing
 // is left, that reaches one pod pauses that pod's share at once
-// (registry.Quota.Pause, bounded by its CALL_TIMEOUT and
+// (registry.SharedQuota.Pause, bounded by its CALL_TIMEOUT and
 // maxPause) and wakes the loop, which sets <base>:pause for the
 // pause left (PX, unless a longer pause is there) and publishes it: every
 // pod pauses on the message, and reads the key on every tick (a lost
@@ -200,8 +200,8 @@
 //
 // # An operator's override
 //
-// A system's breaker at scope fleet implements registry.Forcer: an
-// operator's Force (registry.Client.Force, or [Force] from the command
+// A system's breaker at scope fleet takes an operator's override
+// (registry.SharedBreaker.Force): an operator's Force (registry.Client.Force, or [Force] from the command
 // line without a registry) writes <base>:force, the state open or closed
 // with the time left as its expiry (at most 24 hours: it ends by itself,
 // and survives a pod's restart), and publishes it; every pod applies the

@@ -320,11 +320,14 @@ func (f *Fleet) Option() registry.Option {
 	return registry.WithFleet(seam{f})
 }
 
-// seam is the fleet as the registry sees it (registry.Fleet).
+// seam is the fleet as the registry sees it: a registry.BreakerFleet and
+// a registry.QuotaFleet, which the registry asks for SharedBreakers and
+// SharedQuotas.
 type seam struct{ f *Fleet }
 
-// Circuit makes local, the registry's breaker of sys, a fleet breaker.
-func (s seam) Circuit(sys registry.FleetSystem, local registry.Circuit) (registry.Circuit, error) {
+// SharedBreaker makes local, the registry's breaker of sys, a fleet
+// breaker; what it tells the registry goes to sys.States and sys.Forces.
+func (s seam) SharedBreaker(sys registry.FleetSystem, local registry.LocalBreaker) (registry.SharedBreaker, error) {
 	s.f.useLogger(sys.Logger)
 	if sys.Judge == nil {
 		return nil, fmt.Errorf("fleet: system %q: the registry gave no Judge", sys.Name)
@@ -333,22 +336,46 @@ func (s seam) Circuit(sys registry.FleetSystem, local registry.Circuit) (registr
 	return s.f.add(settings{
 		system: sys.Name, minRequests: c.BreakerMinRequests, ratio: c.BreakerFailureRatio, window: c.BreakerWindow,
 		openTimeout: c.BreakerOpenTimeout, probes: c.BreakerHalfOpenProbes, callTimeout: c.CallTimeout,
-	}, local, sys.Judge)
+	}, local, reports{judge: sys.Judge, states: sys.States, forces: sys.Forces})
 }
 
-// Quota gives the system its share of the fleet's quota, in place of
-// local (the registry's own token bucket, unused at scope fleet).
-func (s seam) Quota(sys registry.FleetSystem, _ registry.Quota) (registry.Quota, error) {
+// SharedQuota gives the system its share of the fleet's quota, in place
+// of local (the registry's own token bucket, unused at scope fleet); the
+// pauses it learns from other pods go to sys.Pauses.
+func (s seam) SharedQuota(sys registry.FleetSystem, _ registry.SharedQuota) (registry.SharedQuota, error) {
 	s.f.useLogger(sys.Logger)
 	r := sys.Settings.Rate()
 	if !r.Limited() {
 		return nil, fmt.Errorf("fleet: system %q: %w", sys.Name, errNoRate)
 	}
-	return s.f.addQuota(sys.Name, r, min(sys.Settings.CallTimeout, maxPause))
+	return s.f.addQuota(sys.Name, r, min(sys.Settings.CallTimeout, maxPause), sys.Pauses)
+}
+
+// Circuit and Quota are the seam a registry without SharedBreaker and
+// SharedQuota asks for (registry.Fleet). This fleet gives neither: a
+// registry that asks is older than this module needs.
+func (s seam) Circuit(sys registry.FleetSystem, _ registry.Circuit) (registry.Circuit, error) {
+	return nil, fmt.Errorf("fleet: system %q: %w", sys.Name, errOldRegistry)
+}
+
+func (s seam) Quota(sys registry.FleetSystem, _ registry.Quota) (registry.Quota, error) {
+	return nil, fmt.Errorf("fleet: system %q: %w", sys.Name, errOldRegistry)
+}
+
+// errOldRegistry refuses a registry that asks for the old seam.
+var errOldRegistry = errors.New("the registry asked for a Circuit or a Quota; this fleet shares registry.SharedBreaker and registry.SharedQuota: require a github.com/outbound-go/outbound that has them")
+
+// reports is what the registry gave a fleet breaker: how to count an
+// outcome, and where its changes of state and the overrides learned from
+// other pods go (nil: nobody listens).
+type reports struct {
+	judge  func(error) observe.Verdict
+	states func(from, to observe.BreakerState)
+	forces func(state observe.BreakerState, until time.Time)
 }
 
 // add makes local, the registry's breaker of system, a fleet breaker.
-func (f *Fleet) add(s settings, local registry.Circuit, judge func(error) observe.Verdict) (*circuit, error) {
+func (f *Fleet) add(s settings, local registry.LocalBreaker, to reports) (*circuit, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -357,7 +384,7 @@ func (f *Fleet) add(s settings, local registry.Circuit, judge func(error) observ
 	if _, dup := f.circuits[s.system]; dup {
 		return nil, fmt.Errorf("fleet: system %q is already in this fleet (one Fleet per registry)", s.system)
 	}
-	c := newCircuit(f, s, local, judge)
+	c := newCircuit(f, s, local, to)
 	f.circuits[s.system] = c
 	f.wake()
 	return c, nil
@@ -374,10 +401,11 @@ func (f *Fleet) add(s settings, local registry.Circuit, judge func(error) observ
 // and turns half-open BREAKER_OPEN_TIMEOUT later, so a grant of a round
 // that ended cannot send a probe into the next one, even on a pod that
 // has not heard of it.
-func newCircuit(f *Fleet, s settings, local registry.Circuit, judge func(error) observe.Verdict) *circuit {
+func newCircuit(f *Fleet, s settings, local registry.LocalBreaker, to reports) *circuit {
 	grantLife := min(s.callTimeout, s.openTimeout)
 	c := &circuit{
-		f: f, name: s.system, base: keyBase(f.cfg.Namespace, s.system), local: local, judge: judge,
+		f: f, name: s.system, base: keyBase(f.cfg.Namespace, s.system), local: local,
+		judge: to.judge, report: to.states, forceReport: to.forces,
 		window: s.window, openTimeout: s.openTimeout,
 		probes: s.probes, lease: grantLife + s.callTimeout, grantLife: grantLife,
 	}

@@ -29,7 +29,7 @@ type forced struct {
 }
 
 // Force writes the operator's override of the system's breaker for every
-// pod (registry.Forcer): state open or closed until until, or "" to
+// pod (registry.SharedBreaker): state open or closed until until, or "" to
 // release it. It fails, and this pod's view goes back to what it was,
 // when Redis does not take it within a second.
 func (c *circuit) Force(state observe.BreakerState, until time.Time) error {
@@ -49,14 +49,6 @@ func (c *circuit) Force(state observe.BreakerState, until time.Time) error {
 		return fmt.Errorf("fleet: system %q: forcing the breaker: %w", c.name, redisError{msg: c.f.clean(err), err: err})
 	}
 	return nil
-}
-
-// ReportForces implements registry.Forcer: report is the registry's hook
-// to its observers, for the overrides this pod learns of from elsewhere.
-func (c *circuit) ReportForces(report func(state observe.BreakerState, until time.Time)) {
-	if report != nil {
-		c.forceReport.Store(&report)
-	}
 }
 
 // learnForced makes state, for ms from now, the override this pod knows,
@@ -86,8 +78,8 @@ func (c *circuit) learnForced(state observe.BreakerState, ms int64, now time.Tim
 	if prev != nil && prev.state == cur.state && cur.until.Sub(prev.until).Abs() <= forceNews {
 		return
 	}
-	if report := c.forceReport.Load(); report != nil {
-		(*report)(cur.state, cur.until)
+	if c.forceReport != nil {
+		c.forceReport(cur.state, cur.until)
 	}
 }
 
@@ -101,7 +93,7 @@ const forceNews = time.Second
 const forceTimeout = time.Second
 
 // Forced returns the override in force as this pod knows it ("" when
-// none) and when it ends (registry.Forcer): one atomic load.
+// none) and when it ends (registry.SharedBreaker): one atomic load.
 func (c *circuit) Forced() (observe.BreakerState, time.Time) {
 	if f := c.forced.Load(); f != nil {
 		return f.state, f.until

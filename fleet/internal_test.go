@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/outbound-go/outbound/fleet/redistest"
 	"github.com/outbound-go/outbound/observe"
+	"github.com/outbound-go/outbound/registry"
 )
 
 var errUpstream = errors.New("upstream failed")
@@ -20,7 +22,7 @@ func testJudge(err error) observe.Verdict {
 	switch {
 	case err == nil:
 		return observe.VerdictSuccess
-	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests), err == errExcludedForTest:
+	case errors.Is(err, registry.ErrCircuitOpen), err == errExcludedForTest:
 		return observe.VerdictExcluded
 	}
 	return observe.VerdictFailure
@@ -28,14 +30,49 @@ func testJudge(err error) observe.Verdict {
 
 var testSettings = settings{system: "payments", minRequests: 20, ratio: 0.5, window: 30 * time.Second, openTimeout: 2 * time.Second, probes: 2, callTimeout: time.Second}
 
-func testLocal(s settings) *gobreaker.CircuitBreaker[*http.Response] {
-	return gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
+// testLocal is a pod's own breaker of s, as the registry gives it to
+// the fleet: gobreaker, its refusals matching registry.ErrCircuitOpen.
+func testLocal(s settings) testBreaker {
+	return testBreaker{gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
 		MaxRequests: uint32(s.probes), Interval: s.window, BucketPeriod: s.window / 10, Timeout: s.openTimeout,
 		ReadyToTrip: func(n gobreaker.Counts) bool {
 			j := n.TotalSuccesses + n.TotalFailures
 			return j >= uint32(s.minRequests) && float64(n.TotalFailures) >= s.ratio*float64(j)
 		},
-	})
+	})}
+}
+
+type testBreaker struct {
+	cb *gobreaker.CircuitBreaker[*http.Response]
+}
+
+func (b testBreaker) Execute(send func() (*http.Response, error)) (*http.Response, error) {
+	resp, err := b.cb.Execute(send)
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return nil, fmt.Errorf("%w (local: %w)", registry.ErrCircuitOpen, err)
+	}
+	return resp, err
+}
+
+func (b testBreaker) Breaker() (observe.BreakerState, observe.BreakerCounts) {
+	st := observe.BreakerClosed
+	switch b.cb.State() {
+	case gobreaker.StateOpen:
+		st = observe.BreakerOpen
+	case gobreaker.StateHalfOpen:
+		st = observe.BreakerHalfOpen
+	}
+	n := b.cb.Counts()
+	return st, observe.BreakerCounts{Requests: n.Requests, Successes: n.TotalSuccesses, Failures: n.TotalFailures}
+}
+
+// testReports counts with testJudge and tells nobody.
+var testReports = reports{judge: testJudge}
+
+// stateOf is c's state now.
+func stateOf(c *circuit) observe.BreakerState {
+	st, _ := c.Breaker()
+	return st
 }
 
 // pod is one fleet with one system, "payments".
@@ -58,7 +95,7 @@ func newPodWith(t *testing.T, cfg Config, s settings) (*Fleet, *circuit) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	c, err := f.add(s, testLocal(s), testJudge)
+	c, err := f.add(s, testLocal(s), testReports)
 	if err != nil {
 		t.Fatal(err)
 	}

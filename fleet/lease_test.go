@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/outbound-go/outbound/fleet/redistest"
-	"github.com/sony/gobreaker/v2"
 )
 
 // TestHalfOpenProbesLeasedFleetWide: 5 pods, HALF_OPEN_PROBES=2, call a
@@ -205,7 +204,7 @@ func TestGrantEndsBeforeAnotherRoundCanBegin(t *testing.T) {
 		time.Sleep(s.openTimeout) // round 6's half-open begins, at the soonest
 		sentProbe := false
 		_, err := c.Execute(func() (*http.Response, error) { sentProbe = true; return nil, errUpstream })
-		if sentProbe || !errors.Is(err, gobreaker.ErrTooManyRequests) {
+		if sentProbe || !errors.Is(err, errProbesTaken) {
 			t.Errorf("a grant of round 5 %v after its request: probe sent %v (%v), want refused", s.openTimeout, sentProbe, err)
 		}
 	})

@@ -29,7 +29,7 @@ func TestHelperRedisDownPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := f.add(testSettings, testLocal(testSettings), testJudge); err != nil {
+	if _, err := f.add(testSettings, testLocal(testSettings), testReports); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, syncWait, "in sync", f.synced.Load)

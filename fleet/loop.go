@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sony/gobreaker/v2"
 
 	"github.com/outbound-go/outbound/observe"
 )
@@ -221,7 +220,7 @@ func (rt *roundTrip) changes(c *circuit) {
 	c.mu.Lock()
 	results := c.results
 	c.results = nil
-	propose := !v.open && c.proposed != v.ver+1 && c.local.State() == gobreaker.StateOpen
+	propose := !v.open && c.proposed != v.ver+1 && c.localOpen()
 	if propose {
 		c.proposed = v.ver + 1
 	}

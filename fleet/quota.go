@@ -35,8 +35,8 @@ type quota struct {
 	synced   atomic.Bool  // the rate is a grant from Redis
 	pauseOut atomic.Int64 // the latest pause this pod's upstream asked for, Unix ns
 	// pauseReport tells the registry's observers of a pause learned from
-	// the fleet (ReportPauses); nil: nobody listens.
-	pauseReport atomic.Pointer[func(time.Time)]
+	// the fleet (FleetSystem.Pauses); nil: nobody listens.
+	pauseReport func(until time.Time)
 
 	// The loop's alone (join's, before the loop knows the quota; release's,
 	// once it has stopped):
@@ -70,14 +70,15 @@ const micro = 1e6
 const maxPods = 1 << 20
 
 // addQuota makes the quota of system (rate r, pauses at most bound) a
-// share of the fleet's. It asks Redis for a first share before it
+// share of the fleet's; pauses (nil: nobody listens) is told of the pauses
+// learned from other pods. It asks Redis for a first share before it
 // returns, bounded by Config.Timeout: a call made right after the
 // registry is built spends a share, not nothing (or, Redis failing, the
 // fallback).
-func (f *Fleet) addQuota(system string, r config.Rate, bound time.Duration) (*quota, error) {
+func (f *Fleet) addQuota(system string, r config.Rate, bound time.Duration, pauses func(until time.Time)) (*quota, error) {
 	q := &quota{
 		f: f, name: system, base: keyBase(f.cfg.Namespace, system), bound: bound, life: grantLife(f.cfg, f.tick()),
-		share: newShare(r.String(), "fleet"), pods: 1,
+		share: newShare(r.String(), "fleet"), pods: 1, pauseReport: pauses,
 	}
 	q.rate.Store(&r)
 	q.adopt(time.Now())
@@ -112,7 +113,7 @@ func (f *Fleet) joinableLocked(system string) error {
 	return nil
 }
 
-// SetRate makes r, a limited rate, the quota's (registry.Quota): a
+// SetRate makes r, a limited rate, the quota's (registry.SharedQuota): a
 // change of RATE_LIMIT or RATE_BURST in the settings. The loop takes it up
 // on its next round trip, which it runs at once, and asks for a share of
 // the new limit on it; the fleet re-shares the limit from that reply on,
@@ -339,7 +340,7 @@ func (q *quota) closeQuota() {
 	q.synced.Store(false)
 }
 
-// Wait takes a token of this pod's share (registry.Quota).
+// Wait takes a token of this pod's share (registry.SharedQuota).
 func (q *quota) Wait(ctx context.Context, maxWait time.Duration) error {
 	return q.share.Wait(ctx, maxWait)
 }
@@ -357,7 +358,7 @@ func (q *quota) Pause(until time.Time) {
 	}
 }
 
-// Status is the share's state (registry.Quota): Synced while the rate is
+// Status is the share's state (registry.SharedQuota): Synced while the rate is
 // a grant from Redis and the fleet is in sync ([Fleet.Sync]): a grant
 // alone is not, when the pod cannot use the fleet's channel (the pauses
 // of the other pods do not reach it). Not synced, LastError is Sync's.
@@ -371,14 +372,6 @@ func (q *quota) Status() observe.RateStatus {
 		st.LastError = q.f.Sync().LastError
 	}
 	return st
-}
-
-// ReportPauses implements registry.Quota: report is the registry's hook
-// to its observers, for the pauses this pod learns of from the fleet.
-func (q *quota) ReportPauses(report func(until time.Time)) {
-	if report != nil {
-		q.pauseReport.Store(&report)
-	}
 }
 
 // readPause applies a pause of ms read from Redis or the channel: at most
@@ -396,8 +389,8 @@ func (q *quota) readPause(ms int64, now time.Time) {
 	}
 	until := now.Add(time.Duration(ms) * time.Millisecond)
 	q.share.Pause(until)
-	if report := q.pauseReport.Load(); report != nil && ms > 0 {
-		(*report)(until)
+	if q.pauseReport != nil && ms > 0 {
+		q.pauseReport(until)
 	}
 }
 

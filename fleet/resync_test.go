@@ -9,6 +9,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // resyncTimeout is the round trip's bound of the pods of the degraded
@@ -36,7 +37,7 @@ func TestDegradedAndResync(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range pods {
-		waitFor(t, syncWait, "open", func() bool { return c.State() == gobreaker.StateOpen })
+		waitFor(t, syncWait, "open", func() bool { return stateOf(c) == observe.BreakerOpen })
 	}
 	ok := func() (*http.Response, error) { return &http.Response{StatusCode: 200}, nil }
 
@@ -65,8 +66,8 @@ func TestDegradedAndResync(t *testing.T) {
 		return got == "1"
 	})
 	for _, c := range pods {
-		if c.State() != gobreaker.StateOpen {
-			t.Errorf("after restart: %v, want open", c.State())
+		if stateOf(c) != observe.BreakerOpen {
+			t.Errorf("after restart: %v, want open", stateOf(c))
 		}
 	}
 	for _, f := range fleets {
@@ -75,7 +76,7 @@ func TestDegradedAndResync(t *testing.T) {
 
 	srv.Pause()
 	start := time.Now()
-	if _, err := pods[0].Execute(ok); !errors.Is(err, gobreaker.ErrOpenState) || time.Since(start) >= resyncTimeout {
+	if _, err := pods[0].Execute(ok); !(errors.Is(err, errOpen) || errors.Is(err, gobreaker.ErrOpenState)) || time.Since(start) >= resyncTimeout {
 		t.Errorf("paused Redis: %v after %v, want open at once", err, time.Since(start))
 	}
 	for _, f := range fleets {
@@ -105,7 +106,7 @@ func TestBriefStallKeepsTheFleetState(t *testing.T) {
 	if _, err := runOp(c, tripOf(0)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, syncWait, "open", func() bool { return c.State() == gobreaker.StateOpen })
+	waitFor(t, syncWait, "open", func() bool { return stateOf(c) == observe.BreakerOpen })
 	sent := 0
 	call := func() {
 		c.Execute(func() (*http.Response, error) { sent++; return &http.Response{StatusCode: 200}, nil })

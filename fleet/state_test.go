@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
-
 	"github.com/outbound-go/outbound/fleet/redistest"
+	"github.com/outbound-go/outbound/observe"
 )
 
 // TestWindowTripsOnEvidenceNoPodHasAlone: 10 pods each see 3 failures,
@@ -26,13 +25,13 @@ func TestWindowTripsOnEvidenceNoPodHasAlone(t *testing.T) {
 		for range 3 {
 			c.Execute(fail)
 		}
-		if got := c.local.State(); got != gobreaker.StateClosed {
+		if got, _ := c.local.Breaker(); got != observe.BreakerClosed {
 			t.Fatalf("local breaker %v after 3 failures, want closed", got)
 		}
 	}
 	for i, c := range pods {
-		waitFor(t, syncWait, "fleet open", func() bool { return c.State() == gobreaker.StateOpen })
-		if _, err := c.Execute(fail); !errors.Is(err, gobreaker.ErrOpenState) {
+		waitFor(t, syncWait, "fleet open", func() bool { return stateOf(c) == observe.BreakerOpen })
+		if _, err := c.Execute(fail); !errors.Is(err, errOpen) {
 			t.Fatalf("pod %d: err %v, want open", i, err)
 		}
 	}

@@ -41,6 +41,12 @@ import (
 // one without it (a fleet module built before it) such a change needs a
 // restart. It is not part of the interface so that such a service still
 // builds.
+//
+// Deprecated: a fleet shares breakers as [SharedBreaker]s ([BreakerFleet]),
+// in outbound's words; the fleet module of this release does. Circuit,
+// [StateReporter], [Forcer] and the Circuit and Quota methods of [Fleet]
+// stay so that a service that requires a fleet module of an earlier
+// release still builds, and go in the release after this one.
 type Circuit interface {
 	Execute(send func() (*http.Response, error)) (*http.Response, error)
 	State() gobreaker.State
@@ -86,6 +92,9 @@ func setRule(cb Circuit, cfg config.Client) {
 // reported; the first is closed). report runs the observers'
 // ObserveBreaker synchronously: call it from no lock that Execute, State
 // or Counts takes.
+//
+// Deprecated: a [SharedBreaker] reports to [FleetSystem.States], given at
+// construction; see [Circuit].
 type StateReporter interface {
 	ReportStates(report func(from, to gobreaker.State)) (local func(from, to gobreaker.State))
 }

@@ -16,14 +16,22 @@ import (
 )
 
 // Fleet is the seam of module github.com/outbound-go/outbound/fleet: it
-// gives each system whose BREAKER_SCOPE is fleet the [Circuit] it shares
+// gives each system whose BREAKER_SCOPE is fleet the breaker it shares
 // with the other pods of the service, and each whose RATE_SCOPE is fleet
-// its share of the fleet's [Quota]. The registry calls it once per such
+// its share of the fleet's quota. The registry asks it once per such
 // system while it builds the client, with what it tells of the system
-// ([FleetSystem]: its name, settings and the registry's logger) and its
-// own (local) breaker or quota, which the fleet's wraps; an error fails
-// the build. Services do not implement it: (*fleet.Fleet).Option gives
-// it.
+// ([FleetSystem]: its name, settings, the registry's logger and where to
+// report) and the system's own (local) breaker or quota, which the
+// fleet's wraps; an error fails the build. Services do not implement it:
+// (*fleet.Fleet).Option gives it.
+//
+// A fleet that is a [BreakerFleet] is asked for [SharedBreaker]s, never
+// for a Circuit; one that is a [QuotaFleet] for [SharedQuota]s, never for
+// a Quota. The fleet module of this release is both, and its Circuit and
+// Quota only refuse. The two methods are the seam of fleet modules of an
+// earlier release, kept so that a service requiring one still builds
+// (Deprecated, as [Circuit]: in the release after this one Fleet asks for
+// SharedBreaker and SharedQuota only).
 type Fleet interface {
 	Circuit(sys FleetSystem, local Circuit) (Circuit, error)
 	Quota(sys FleetSystem, local Quota) (Quota, error)
@@ -97,6 +105,9 @@ func WithFleet(f Fleet) Option {
 // (a fleet module built before it, in a service that requires the two
 // at different versions) such a change needs a restart. It is not part of
 // the interface so that such a service still builds.
+//
+// Deprecated: a fleet shares quotas as [SharedQuota]s ([QuotaFleet]),
+// whose pauses go to [FleetSystem.Pauses]; see [Circuit].
 type Quota interface {
 	Wait(ctx context.Context, maxWait time.Duration) error
 	Pause(until time.Time)

@@ -14,6 +14,9 @@ import (
 // ends, and is on every call's path. ReportForces, called once before any
 // call, gives the hook to call, once per change, with an override learned
 // from elsewhere (not this pod's own Force): the observers hear of it.
+//
+// Deprecated: [SharedBreaker] has Force and Forced, and reports to
+// [FleetSystem.Forces], given at construction; see [Circuit].
 type Forcer interface {
 	Force(state observe.BreakerState, until time.Time) error
 	Forced() (observe.BreakerState, time.Time)
