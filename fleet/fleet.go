@@ -354,10 +354,13 @@ func (s seam) SharedQuota(sys registry.FleetSystem, _ registry.SharedQuota) (reg
 // Circuit and Quota are the seam a registry without SharedBreaker and
 // SharedQuota asks for (registry.Fleet). This fleet gives neither: a
 // registry that asks is older than this module needs.
+//
+//lint:ignore SA1019 the method an older registry's Fleet names, refused here
 func (s seam) Circuit(sys registry.FleetSystem, _ registry.Circuit) (registry.Circuit, error) {
 	return nil, fmt.Errorf("fleet: system %q: %w", sys.Name, errOldRegistry)
 }
 
+//lint:ignore SA1019 the method an older registry's Fleet names, refused here
 func (s seam) Quota(sys registry.FleetSystem, _ registry.Quota) (registry.Quota, error) {
 	return nil, fmt.Errorf("fleet: system %q: %w", sys.Name, errOldRegistry)
 }

@@ -419,7 +419,12 @@ func TestConcurrentEventsAndScrapes(t *testing.T) {
 }
 
 // degradedCircuit is a fleet's breaker whose Redis is gone.
-type degradedCircuit struct{ registry.Circuit }
+type degradedCircuit struct{ registry.LocalBreaker }
+
+func (degradedCircuit) LocalChanged(from, to observe.BreakerState)  {}
+func (degradedCircuit) Force(observe.BreakerState, time.Time) error { return errors.New("no redis") }
+func (degradedCircuit) Forced() (observe.BreakerState, time.Time)   { return "", time.Time{} }
+func (degradedCircuit) SetRule(ratio float64, minRequests int)      {}
 
 func (degradedCircuit) FleetSync() observe.FleetSync {
 	return observe.FleetSync{Synced: false, Since: time.Now(), LastError: "connection refused"}
@@ -452,15 +457,13 @@ func TestFleetSynced(t *testing.T) {
 }
 
 // degradedFleet gives every system at BREAKER_SCOPE=fleet a degraded
-// circuit, and no quota.
-type degradedFleet struct{}
-
-func (degradedFleet) Circuit(_ registry.FleetSystem, local registry.Circuit) (registry.Circuit, error) {
-	return degradedCircuit{local}, nil
+// shared breaker, and no quota.
+type degradedFleet struct {
+	registry.Fleet // asked for nothing: a registry asks a BreakerFleet for SharedBreakers
 }
 
-func (degradedFleet) Quota(registry.FleetSystem, registry.Quota) (registry.Quota, error) {
-	return nil, errors.New("no quota")
+func (degradedFleet) SharedBreaker(_ registry.FleetSystem, local registry.LocalBreaker) (registry.SharedBreaker, error) {
+	return degradedCircuit{local}, nil
 }
 
 func gaugeValue(t *testing.T, g prometheus.Gatherer, name, system string) float64 {

@@ -14,7 +14,12 @@ import (
 )
 
 // degraded is a fleet's breaker whose Redis is gone.
-type degraded struct{ registry.Circuit }
+type degraded struct{ registry.LocalBreaker }
+
+func (degraded) LocalChanged(from, to observe.BreakerState)  {}
+func (degraded) Force(observe.BreakerState, time.Time) error { return errors.New("no redis") }
+func (degraded) Forced() (observe.BreakerState, time.Time)   { return "", time.Time{} }
+func (degraded) SetRule(ratio float64, minRequests int)      {}
 
 func (degraded) FleetSync() observe.FleetSync {
 	return observe.FleetSync{Since: time.Unix(1700000000, 0).UTC(), LastError: "dial tcp: connection refused"}
@@ -59,13 +64,11 @@ func TestStatusJSONFleet(t *testing.T) {
 }
 
 // degradedFleet gives every system at BREAKER_SCOPE=fleet a degraded
-// circuit, and no quota.
-type degradedFleet struct{}
-
-func (degradedFleet) Circuit(_ registry.FleetSystem, local registry.Circuit) (registry.Circuit, error) {
-	return degraded{local}, nil
+// shared breaker, and no quota.
+type degradedFleet struct {
+	registry.Fleet // asked for nothing: a registry asks a BreakerFleet for SharedBreakers
 }
 
-func (degradedFleet) Quota(registry.FleetSystem, registry.Quota) (registry.Quota, error) {
-	return nil, errors.New("no quota")
+func (degradedFleet) SharedBreaker(_ registry.FleetSystem, local registry.LocalBreaker) (registry.SharedBreaker, error) {
+	return degraded{local}, nil
 }
