@@ -124,7 +124,9 @@
 //   - Redis grants it its max-min fair share of the limit over the wants
 //     of the live pods: each pod gets what it wants up to an equal split
 //     of what the others leave, and when every pod has what it wants the
-//     rest is split evenly (an idle fleet holds limit / pods each). The
+//     rest is split evenly, lifting a pod up to an even split of the
+//     limit at most (an idle fleet holds limit / pods each; a pod holds
+//     more only for a demand of its own, and no more than it). The
 //     grant is cut to what the other pods do not hold: a pod holds the
 //     larger of its grant and the rate it said it may still send at, so a
 //     share moves only once the pod giving it up has applied its cut.

@@ -187,7 +187,7 @@ func (q *quota) ask(now time.Time) (want, ack int64) {
 	asked, waiting := q.share.Demand()
 	q.wants.add(now, asked)
 	perTick := float64(waiting) / q.f.tick().Seconds()
-	want = min(q.limit, int64((1.25*q.wants.perSec(now)+perTick)*micro))
+	want = min(q.limit, int64((1.25*q.wants.perSec()+perTick)*micro))
 	perSec, _ := q.share.Rate()
 	return want, min(q.limit, int64(perSec*micro))
 }
@@ -195,8 +195,14 @@ func (q *quota) ask(now time.Time) (want, ack int64) {
 // due reports whether this pod has something to say at now, wanting want
 // and sending at ack: when its grant has half its life left or less (it
 // is renewed before it ends), when its want moved by more than an eighth
-// (or to or from nothing), when its rate changed since it last said
-// (another pod may wait for it to apply a cut), when its limit changed
+// of the larger of its last want and its grant (or to or from nothing:
+// a want well under the grant changes no share that matters, and the
+// want of a pod the fair level holds is its grant), when its rate fell
+// by more than an eighth since it last said (another pod may wait for it
+// to apply a cut; a rate that rose holds nothing more in Redis, whose
+// entry holds the larger of the grant and the rate said, and a smaller
+// cut is said with the next renewal, holding a little more than it sends
+// until then), when its limit changed
 // since it last said (SetRate), and on every tick while
 // it has no grant from Redis, resyncs, or holds more than an even split
 // of the limit (only a count of every entry grants that, and a count
@@ -211,11 +217,11 @@ func (q *quota) due(now time.Time, want, ack int64) bool {
 		return true
 	case q.grant > q.limit/int64(q.pods):
 		return true
-	case ack != q.sentAck || q.leaseEnd.Sub(now) <= q.life/2:
+	case q.sentAck-ack > q.sentAck/8 || q.leaseEnd.Sub(now) <= q.life/2:
 		return true
 	}
-	moved := want - q.sentWant
-	return (want == 0) != (q.sentWant == 0) || moved > q.sentWant/8 || -moved > q.sentWant/8
+	moved, scale := want-q.sentWant, max(q.sentWant, q.grant)/8
+	return (want == 0) != (q.sentWant == 0) || moved > scale || -moved > scale
 }
 
 // call is the quota op (lua/quota.lua) at now for want and ack: with
@@ -397,42 +403,45 @@ func (q *quota) readPause(ms int64, now time.Time) {
 // errNoRate refuses a quota with no rate limit.
 var errNoRate = errors.New("no RATE_LIMIT")
 
-// demand is the requests a pod asked for over the last second, in slots
-// of one tick.
+// demand is the rate of the requests a pod asked for over the last
+// second: the counts of the last asks, each of the requests since the ask
+// before. At a tick longer than a second, the last count alone covers
+// more than a second, and the rate is its own (a second alone may hold
+// none of the counts).
 type demand struct {
-	at    time.Time // start
-	slot  time.Duration
-	cur   int64 // the slot now, counted from at
-	slots [demandSlots]uint64
+	least time.Duration // the shortest span a rate is taken over
+	n     int           // the counts held, newest first
+	from  [demandCounts]time.Time
+	asked [demandCounts]uint64
+	last  time.Time // the end of the newest count
 }
 
-const demandSlots = 5
+// demandCounts is the most counts a demand holds: a second of them at
+// the shortest tick, with room for the asks of a loop woken between
+// ticks.
+const demandCounts = 16
 
-func (d *demand) start(now time.Time, slot time.Duration) { d.at, d.slot = now, slot }
+func (d *demand) start(now time.Time, least time.Duration) { d.last, d.least = now, least }
 
-// add counts asked at now.
+// add counts asked, the requests since the last add, at now.
 func (d *demand) add(now time.Time, asked uint64) {
-	i := int64(now.Sub(d.at) / d.slot)
-	if i-d.cur >= demandSlots {
-		d.slots = [demandSlots]uint64{}
-		d.cur = i
-	}
-	for d.cur < i {
-		d.cur++
-		d.slots[d.cur%demandSlots] = 0
-	}
-	d.slots[i%demandSlots] += asked
+	copy(d.from[1:], d.from[:demandCounts-1])
+	copy(d.asked[1:], d.asked[:demandCounts-1])
+	d.from[0], d.asked[0], d.last = d.last, asked, now
+	d.n = min(d.n+1, demandCounts)
 }
 
-// perSec is the rate asked over the last slots (or since start).
-func (d *demand) perSec(now time.Time) float64 {
-	span := min(demandSlots*d.slot, now.Sub(d.at))
-	if span < d.slot {
-		span = d.slot
-	}
+// perSec is the rate asked over the newest counts that cover a second
+// (or all it holds), as of the last add.
+func (d *demand) perSec() float64 {
 	var sum uint64
-	for _, n := range d.slots {
-		sum += n
+	span := d.least
+	for k := range d.n {
+		sum += d.asked[k]
+		span = max(d.least, d.last.Sub(d.from[k]))
+		if span >= time.Second {
+			break
+		}
 	}
 	return float64(sum) / span.Seconds()
 }

@@ -217,3 +217,26 @@ func BenchmarkQuotaRecount(b *testing.B) {
 		})
 	}
 }
+
+// TestTheRestLiftsNoPodAboveAnEvenSplit: wants of 10 and 30 of a limit
+// of 100, which leave 60: a is lifted to 40, b to an even split (50),
+// not to 60; wants of 10 and 60: b, above an even split, gets its want
+// (60) and not more, a its want and half the rest (25).
+func TestTheRestLiftsNoPodAboveAnEvenSplit(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ a, b, wantA, wantB int64 }{
+		{10, 30, 40, 50},
+		{10, 60, 25, 60},
+	} {
+		g := newGrants(t, 100)
+		g.life = time.Hour.Milliseconds() // no entry ends between two asks, however late they run
+		var a, b int64
+		for range 4 { // the holds settle
+			a, _ = g.ask("a", c.a, a)
+			b, _ = g.ask("b", c.b, b)
+		}
+		if a != c.wantA || b != c.wantB {
+			t.Errorf("wants a %d, b %d of 100: granted a %d, b %d; want a %d, b %d", c.a, c.b, a, b, c.wantA, c.wantB)
+		}
+	}
+}

@@ -27,8 +27,9 @@
 -- The share is the pod's max-min fair share of the fleet's limit over
 -- the demands of the live pods (each pod gets what it wants up to an
 -- equal split of what the others leave; when every pod has what it
--- wants, the rest is split evenly), cut to what the other pods do not
--- hold and to cap. A pod holds max(g, a). A pod that was sending (ack
+-- wants, the rest is split evenly, lifting a pod up to an even split of
+-- the limit at most, and no pod beyond its demand above one), cut to
+-- what the other pods do not hold and to cap. A pod holds max(g, a). A pod that was sending (ack
 -- above 0) but has no entry finds the hash lost: it takes at most lost
 -- cap, and says so.
 --
@@ -171,6 +172,10 @@ if level then
   target, f, x = math.min(d, level), 1, math.floor(level)
 else
   target, f, x = d + left / n, 0, left
+  -- the rest lifts a pod up to an even split at most, and no pod above
+  -- its own demand beyond one (a pod above one counts every entry on
+  -- each of its ticks)
+  target = math.min(target, math.max(d, E / n))
 end
 at, pods = now, n
 redis.call('PEXPIRE', KEYS[1], 2 * most)
