@@ -19,7 +19,10 @@ import (
 
 // A 503, then a retry whose first copy hangs and whose hedge wins. The
 // hedge shows in hedges sent and won, the cancelled copy as an attempt
-// "hedge_lost", and the hedge of the retry is no second retry.
+// "hedge_lost", and the hedge of the retry is no second retry. The hedge
+// delay (250ms) is what a busy machine may take to bring the 503 back: a
+// first attempt still unanswered then is hedged too, and its hedge would
+// be the copy that hangs.
 func TestHedgesCountedSentWonAndLost(t *testing.T) {
 	var n atomic.Int64
 	up := outboundtest.NewUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -34,7 +37,7 @@ func TestHedgesCountedSentWonAndLost(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	m := metrics.New(nil)
-	reg := registrytest.New(t, map[string]string{config.SystemsVar: "inv", "INV_BASE_URL": up.URL, "INV_HEDGE_DELAY": "10ms",
+	reg := registrytest.New(t, map[string]string{config.SystemsVar: "inv", "INV_BASE_URL": up.URL, "INV_HEDGE_DELAY": "250ms",
 		"INV_BACKOFF_BASE": "1ms", "INV_BACKOFF_MAX": "2ms"}, registrytest.With(registry.WithObserver(m)))
 	if err := m.Watch(reg); err != nil {
 		t.Fatal(err)
