@@ -193,22 +193,24 @@ func (q *quota) ask(now time.Time) (want, ack int64) {
 }
 
 // due reports whether this pod has something to say at now, wanting want
-// and sending at ack: when its grant has half its life left or less (it
-// is renewed before it ends), when its want moved by more than an eighth
-// of the larger of its last want and its grant (or to or from nothing:
-// a want well under the grant changes no share that matters, and the
-// want of a pod the fair level holds is its grant), when its rate fell
-// by more than an eighth since it last said (another pod may wait for it
-// to apply a cut; a rate that rose holds nothing more in Redis, whose
-// entry holds the larger of the grant and the rate said, and a smaller
-// cut is said with the next renewal, holding a little more than it sends
-// until then), when its limit changed
-// since it last said (SetRate), and on every tick while
-// it has no grant from Redis, resyncs, or holds more than an even split
-// of the limit (only a count of every entry grants that, and a count
-// every tick sees within a tick what the others took meanwhile, even
-// when forged totals let them). An idle pod asks about twice a grant
-// life, not every tick.
+// and sending at ack:
+//   - on every tick while it has no grant from Redis, resyncs, or holds
+//     more than an even split of the limit (only a count of every entry
+//     grants that, and a count every tick sees within a tick what the
+//     others took meanwhile, even when forged totals let them);
+//   - when its limit changed since it last said (SetRate);
+//   - when its rate fell by more than an eighth since it last said:
+//     another pod may wait for it to apply a cut. A rate that rose holds
+//     nothing more in Redis (the entry holds the larger of the grant and
+//     the rate said); a smaller cut is said with the next renewal;
+//   - when its grant has half its life left or less (it is renewed
+//     before it ends);
+//   - when its want moved by more than an eighth of the larger of its
+//     last want and its grant, or to or from nothing: a want well under
+//     its grant changes no share that matters (for a pod the fair level
+//     holds under its want, the larger is its want).
+//
+// An idle pod asks about twice a grant life, not every tick.
 func (q *quota) due(now time.Time, want, ack int64) bool {
 	switch {
 	case q.leaseEnd.IsZero() || !q.missedAt.IsZero() || q.fellBack || now.Before(q.resyncEnd):

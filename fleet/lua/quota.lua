@@ -29,9 +29,9 @@
 -- equal split of what the others leave; when every pod has what it
 -- wants, the rest is split evenly, lifting a pod up to an even split of
 -- the limit at most, and no pod beyond its demand above one), cut to
--- what the other pods do not hold and to cap. A pod holds max(g, a). A pod that was sending (ack
--- above 0) but has no entry finds the hash lost: it takes at most lost
--- cap, and says so.
+-- what the other pods do not hold and to cap. A pod holds max(g, a). A
+-- pod that was sending (ack above 0) but has no entry finds the hash
+-- lost: it takes at most lost cap, and says so.
 --
 -- The fleet's limit is the least limit of the live pods (m): pods that
 -- disagree on it for a moment (a change of settings reaching them one by
