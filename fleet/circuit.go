@@ -55,7 +55,7 @@ type circuit struct {
 	results  []probeResult // probe outcomes not yet sent
 	proposed int64         // the closed version this pod last asked to open
 	totals   [2]uint64     // the fleet window's requests and failures, last read
-	read     time.Time     // when the state was last read from Redis
+	read     time.Time     // when totals were read
 }
 
 // tripRule is when the fleet's window trips the breaker open: at least

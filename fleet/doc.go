@@ -28,11 +28,15 @@
 //
 //   - Evidence: each system's counts since the last flush, only when they
 //     changed, go into the fleet's window of the system (ten buckets of
-//     BREAKER_WINDOW), and the fleet's totals come back. When they break
-//     the system's rule (at least BREAKER_MIN_REQUESTS, failure ratio at
-//     least BREAKER_FAILURE_RATIO) the fleet opens, even if no pod's
-//     breaker would have alone. A pod whose own breaker trips opens the
-//     fleet's at once.
+//     BREAKER_WINDOW). The window is read back, and the fleet's totals
+//     judged, when the counts hold failures (as a breaker judges its
+//     counts at a failure), when they open a bucket, and when this pod's
+//     totals are half a window old; requests alone go in with one
+//     command. When the totals break the system's rule (at least
+//     BREAKER_MIN_REQUESTS, failure ratio at least
+//     BREAKER_FAILURE_RATIO) the fleet opens, even if no pod's breaker
+//     would have alone. A pod whose own breaker trips opens the fleet's
+//     at once.
 //   - State: closed or open until T, with a version. Every change is a Lua
 //     script that compares the version (a stale writer can never undo a
 //     newer open) and publishes the change, which a second goroutine
@@ -78,8 +82,9 @@
 //     garbage: deleted and read as no state (closed, version 0), which
 //     the pods then write over. Window fields no pod writes (names, counts
 //     that are not numbers, buckets in the future, more failures than
-//     requests) are deleted before the window is counted and its expiry
-//     set. A lease with no expiry, or one past the pod's lease life, gets
+//     requests) are deleted when the window is read (before it is
+//     counted), and a window larger than any the pods write is deleted
+//     whole. A lease with no expiry, or one past the pod's lease life, gets
 //     the pod's lease life.
 //   - Replies and messages of the wrong shape are ignored. Whatever is
 //     ignored is counted in Sync.Malformed, whatever is cut in Sync.Capped.

@@ -279,7 +279,8 @@ type SystemStatus struct {
 	Version int64 `json:"version"`
 	// OpenUntil is when an open state lets probes through.
 	OpenUntil time.Time `json:"open_until,omitzero"`
-	// Requests and Failures are the fleet's window, last read.
+	// Requests and Failures are the fleet's window as last read: at most
+	// half of BREAKER_WINDOW old, and read at every sync of failures.
 	Requests uint64 `json:"requests"`
 	Failures uint64 `json:"failures"`
 }

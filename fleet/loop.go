@@ -122,9 +122,12 @@ func (rt *roundTrip) circuit(c *circuit, synced, read bool) {
 	}
 	if reqs > 0 || read {
 		rule := c.rule.Load()
+		c.mu.Lock()
+		totals := rt.sent.Sub(c.read) >= c.window/2
+		c.mu.Unlock()
 		rt.run(c, breakerOp{own: syncOwn, apply: (*circuit).applyWindow}, syncCall{breakerArgs: rt.breaker(c),
 			requests: reqs, failures: fails, bucket: c.window / windowBuckets, buckets: windowBuckets,
-			minRequests: rule.min, ratio: rule.ratio, mostForce: observe.MaxForce, readForce: read})
+			minRequests: rule.min, ratio: rule.ratio, mostForce: observe.MaxForce, readForce: read, readTotals: totals})
 	}
 }
 
@@ -168,8 +171,12 @@ func (rt *roundTrip) quota(q *quota) {
 // checkLife is how long the key the check writes lives.
 const checkLife = 10 * time.Second
 
-// forceNotRead is the override of a sync that did not read it.
-const forceNotRead = -1
+// forceNotRead is the override of a sync that did not read it, and
+// totalsNotRead the window's counts of one that did not read the window.
+const (
+	forceNotRead  = -1
+	totalsNotRead = -1
+)
 
 // windowBuckets is the number of buckets of a fleet window
 // (lua/sync.lua).
@@ -304,6 +311,9 @@ func (c *circuit) applyWindow(st state, own []int64, rt *roundTrip, now time.Tim
 	w := readSyncReply(own)
 	if w.force != forceNotRead {
 		c.readForced(w.force, w.forceLeftMs, rt.sent, now)
+	}
+	if w.requests == totalsNotRead && w.failures == totalsNotRead {
+		return
 	}
 	if reqs, fails, ok := c.readWindow(w); ok {
 		c.mu.Lock()

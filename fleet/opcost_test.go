@@ -14,8 +14,11 @@ import (
 
 // BenchmarkOpCost measures the Redis CPU (commandstats) of the batch
 // script's steady ops, per op: 5 pods x 8 systems, each pod's tick one
-// call of the 8 systems' syncs (with counts; every other tick the
-// periodic read), or one of their quotas, as in a busy fleet. Finer than
+// call of the 8 systems' syncs (with requests and no failures; every
+// other tick the periodic read), or one of their quotas, as in a busy
+// fleet. sync is the steady sync, whose window is read back only when a
+// bucket opens; sync-read reads it back every time, as a sync with
+// failures does. Finer than
 // BenchmarkRedisCost, for comparing one script's text with another's; on
 // a shared machine, wall-clock figures are noisy: OPCOST_ADDR points it
 // at a Redis of one's own (say, under valgrind --tool=callgrind, whose
@@ -23,7 +26,7 @@ import (
 //
 //	go test -run '^$' -bench OpCost -benchtime 400x ./fleet/
 func BenchmarkOpCost(b *testing.B) {
-	for _, kind := range []string{"sync", "quota"} {
+	for _, kind := range []string{"sync", "sync-read", "quota"} {
 		b.Run(kind, func(b *testing.B) { opCost(b, kind) })
 	}
 }
@@ -52,12 +55,12 @@ func opCost(b *testing.B, kind string) {
 				base := fmt.Sprintf("outbound:fleet:{cost}:s%02d", s)
 				ba := breakerArgs{base: base, channel: "outbound:fleet:{cost}", system: fmt.Sprintf("s%02d", s), open: 30 * time.Second}
 				syncs = append(syncs, newOp(syncCall{breakerArgs: ba, requests: 40, bucket: time.Second, buckets: windowBuckets,
-					minRequests: 20, ratio: 0.5, mostForce: time.Hour, readForce: (i+p)%2 == 0}, nil, nil))
+					minRequests: 20, ratio: 0.5, mostForce: time.Hour, readForce: (i+p)%2 == 0, readTotals: kind == "sync-read"}, nil, nil))
 				quotas = append(quotas, newOp(quotaCall{base: base, holder: fmt.Sprintf("pod%d", p), limit: 100000e6, demand: 20e6 + int64(i%3),
 					ack: 20000e6, most: 100000e6, life: 9 * time.Second, longestPause: time.Minute, lostCap: 20000e6,
 					period: 2 * time.Second, longestLife: 9 * time.Second, mostFields: 4*1000 + 1024}, nil, nil))
 			}
-			if kind == "sync" {
+			if kind != "quota" {
 				run(syncs)
 			} else {
 				run(quotas)

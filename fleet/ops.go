@@ -47,11 +47,12 @@ type syncCall struct {
 	ratio              float64
 	mostForce          time.Duration
 	readForce          bool
+	readTotals         bool // read the window back, whatever the counts
 }
 
 func (s syncCall) call() (string, []string, []any) {
 	return "sync", []string{s.state(), s.base + ":force"}, s.args(s.requests, s.failures, ms(s.bucket), s.buckets,
-		s.minRequests, strconv.FormatFloat(s.ratio, 'g', -1, 64), ms(s.mostForce), b2i(s.readForce))
+		s.minRequests, strconv.FormatFloat(s.ratio, 'g', -1, 64), ms(s.mostForce), b2i(s.readForce), b2i(s.readTotals))
 }
 
 // tripCall is lua/trip.lua.
@@ -181,8 +182,9 @@ func readBreakerReply(r []int64, own int) (breakerReply, bool) {
 }
 
 // syncReply is lua/sync.lua's own values: the fleet window's requests
-// and failures, and the operator's override (0 none, 1 open, 2 closed,
-// forceNotRead) with its ms left.
+// and failures (totalsNotRead both when the window was not read), and the
+// operator's override (0 none, 1 open, 2 closed, forceNotRead) with its
+// ms left.
 type syncReply struct{ requests, failures, force, forceLeftMs int64 }
 
 // syncOwn is how many own values sync replies.

@@ -36,52 +36,69 @@ if s == 0 then
   local req, fail = num(ARGV[5]), num(ARGV[6])
   local bms, n = num(ARGV[7]), num(ARGV[8])
   local b = math.floor(now / bms)
-  local all = small(win)
-  if not all then
-    garbage(win)
-    all = {}
-  end
-  local r, f, dead, failed = {}, {}, {}, false
-  for i = 1, #all, 2 do
-    local k, x = all[i], all[i + 1]
-    x = counts[x] or count(x) -- HGETALL: strings
-    local at = buckets[k]
-    if at == nil then at = bucket(k) end
-    local side = r
-    if at and at < 0 then at, side = -at, f end
-    if not x or not at or at > b then
-      dead[#dead + 1] = k
-      malformed = malformed + 1
-    elseif at <= b - n then
-      dead[#dead + 1] = k
-    elseif side == r then
-      r[at], R = x, R + x
-    else
-      f[at], F, failed = x, F + x, true
+  local at = fmt(b)
+  local read, added = fail > 0 or ARGV[13] == '1', false
+  if req > 0 and not read then
+    -- Requests alone go in at once; the window is read only when they
+    -- open a bucket, or when the field holds no count (the read deletes
+    -- it, and they go in after).
+    local x = redis.pcall('HINCRBY', win, 'r' .. at, req)
+    if type(x) ~= 'number' then
+      read = true
+    elseif x == req then
+      redis.call('PEXPIRE', win, bms * (n + 1))
+      read, added = true, true
     end
   end
-  if failed then
-    for at, x in pairs(f) do
-      local y = r[at] or 0
-      if x > y then
-        dead[#dead + 1], dead[#dead + 2] = 'r' .. fmt(at), 'f' .. fmt(at)
+  if not read then
+    R, F = -1, -1
+  else
+    local all = small(win)
+    if not all then
+      garbage(win)
+      all, added = {}, false
+    end
+    local r, f, dead, failed = {}, {}, {}, false
+    for i = 1, #all, 2 do
+      local k, x = all[i], all[i + 1]
+      x = counts[x] or count(x) -- HGETALL: strings
+      local at = buckets[k]
+      if at == nil then at = bucket(k) end
+      local side = r
+      if at and at < 0 then at, side = -at, f end
+      if not x or not at or at > b then
+        dead[#dead + 1] = k
         malformed = malformed + 1
-        r[at], f[at], R, F = nil, nil, R - y, F - x
+      elseif at <= b - n then
+        dead[#dead + 1] = k
+      elseif side == r then
+        r[at], R = x, R + x
+      else
+        f[at], F, failed = x, F + x, true
       end
     end
-  end
-  if #dead > 0 then hdel(win, dead) end
-  if req > 0 then
-    local at = fmt(b)
-    if redis.call('HINCRBY', win, 'r' .. at, req) == req then
-      redis.call('PEXPIRE', win, bms * (n + 1))
+    if failed then
+      for at, x in pairs(f) do
+        local y = r[at] or 0
+        if x > y then
+          dead[#dead + 1], dead[#dead + 2] = 'r' .. fmt(at), 'f' .. fmt(at)
+          malformed = malformed + 1
+          r[at], f[at], R, F = nil, nil, R - y, F - x
+        end
+      end
     end
-    if fail > 0 then redis.call('HINCRBY', win, 'f' .. at, fail) end
-    R, F = R + req, F + fail
-  end
-  if R > 0 and R >= num(ARGV[9]) and F >= num(ARGV[10]) * R then
-    redis.call('DEL', win)
-    set(after(), 1, now + open)
+    if #dead > 0 then hdel(win, dead) end
+    if req > 0 and not added then
+      if redis.call('HINCRBY', win, 'r' .. at, req) == req then
+        redis.call('PEXPIRE', win, bms * (n + 1))
+      end
+      if fail > 0 then redis.call('HINCRBY', win, 'f' .. at, fail) end
+      R, F = R + req, F + fail
+    end
+    if R > 0 and R >= num(ARGV[9]) and F >= num(ARGV[10]) * R then
+      redis.call('DEL', win)
+      set(after(), 1, now + open)
+    end
   end
 end
 local fs, fms, most = 0, 0, num(ARGV[11])
