@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/outbound-go/outbound/fleet/redistest"
@@ -143,6 +144,25 @@ func runOp(c *circuit, call func(breakerArgs) opCall) ([]int64, error) {
 		}
 		return got, gerr
 	}
+}
+
+// runAlone runs the op of c alone in a call of the batch script on rdb,
+// and returns its reply.
+func runAlone(rdb *redis.Client, c opCall) ([]int64, error) {
+	b := &batch{ops: []*op{newOp(c, nil, nil)}}
+	keys, argv := b.args(false)
+	rs, err := batchScript.Run(context.Background(), rdb, keys, argv...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) != 1 {
+		return nil, errShape
+	}
+	r, ok := int64s(rs[0])
+	if !ok {
+		return nil, errShape
+	}
+	return r, nil
 }
 
 // tripOf, probeOf and restoreOf are the ops of their names on version v.

@@ -40,15 +40,9 @@ func (g grantsOn) ask(pod string, want, ack int64) (grant, pods int64) {
 	call := quotaCall{holder: pod, limit: g.limit, demand: want, ack: ack, most: g.limit, life: life,
 		longestPause: 5 * time.Second, lostCap: g.limit, period: time.Duration(g.period) * time.Millisecond,
 		longestLife: life, mostFields: 1 << 20}
-	b := &batch{ops: []*op{newOp(call, nil, nil)}}
-	keys, argv := b.args(false)
-	rs, err := batchScript.Run(context.Background(), g.rdb, keys, argv...).Slice()
-	var r []int64
-	if err == nil && len(rs) == 1 {
-		r, _ = int64s(rs[0])
-	}
+	r, err := runAlone(g.rdb, call)
 	if err != nil || len(r) != 6 {
-		g.t.Fatalf("quota op: %v %v", rs, err)
+		g.t.Fatalf("quota op: %v %v", r, err)
 	}
 	return r[0], r[1]
 }

@@ -41,15 +41,9 @@ func (w windowOn) syncMalformed(requests, failures uint64, readTotals bool) (ope
 	w.t.Helper()
 	call := syncCall{breakerArgs: w.ba, requests: requests, failures: failures, bucket: windowBucket,
 		buckets: windowBuckets, minRequests: 20, ratio: 0.5, mostForce: time.Hour, readTotals: readTotals}
-	b := &batch{ops: []*op{newOp(call, nil, nil)}}
-	keys, argv := b.args(false)
-	rs, err := batchScript.Run(context.Background(), w.rdb, keys, argv...).Slice()
-	var reply []int64
-	if err == nil && len(rs) == 1 {
-		reply, _ = int64s(rs[0])
-	}
+	reply, err := runAlone(w.rdb, call)
 	if err != nil || len(reply) != 5+syncOwn {
-		w.t.Fatalf("sync op: %v %v", rs, err)
+		w.t.Fatalf("sync op: %v %v", reply, err)
 	}
 	return reply[1] == 1, readSyncReply(reply[5:]), reply[3]
 }
