@@ -36,13 +36,13 @@ if s == 0 then
   local req, fail = num(ARGV[5]), num(ARGV[6])
   local bms, n = num(ARGV[7]), num(ARGV[8])
   local b = math.floor(now / bms)
-  local at = fmt(b)
+  local cur = fmt(b) -- this bucket, as its fields name it
   local read, added = fail > 0 or ARGV[13] == '1', false
   if req > 0 and not read then
     -- Requests alone go in at once; the window is read only when they
     -- open a bucket, or when the field holds no count (the read deletes
     -- it, and they go in after).
-    local x = redis.pcall('HINCRBY', win, 'r' .. at, req)
+    local x = redis.pcall('HINCRBY', win, 'r' .. cur, req)
     if type(x) ~= 'number' then
       read = true
     elseif x == req then
@@ -89,10 +89,10 @@ if s == 0 then
     end
     if #dead > 0 then hdel(win, dead) end
     if req > 0 and not added then
-      if redis.call('HINCRBY', win, 'r' .. at, req) == req then
+      if redis.call('HINCRBY', win, 'r' .. cur, req) == req then
         redis.call('PEXPIRE', win, bms * (n + 1))
       end
-      if fail > 0 then redis.call('HINCRBY', win, 'f' .. at, fail) end
+      if fail > 0 then redis.call('HINCRBY', win, 'f' .. cur, fail) end
       R, F = R + req, F + fail
     end
     if R > 0 and R >= num(ARGV[9]) and F >= num(ARGV[10]) * R then
