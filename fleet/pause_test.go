@@ -61,8 +61,8 @@ func TestUpstreamPauseStopsEveryPod(t *testing.T) {
 	wg.Wait()
 	seen.check(t, "payments", sends, t0)
 	t.Logf("a pod started 1s into the pause was paused until %v after the 429 (started, in sync, %v after it)", lateUntil.Sub(t0).Round(time.Millisecond), lateAt.Sub(t0).Round(time.Millisecond))
-	if d := lateUntil.Sub(seen.end()); lateAt.Before(seen.end().Add(-200*time.Millisecond)) && (d < -200*time.Millisecond || d > 200*time.Millisecond) {
-		t.Errorf("a pod started during the pause is paused until %v after the 429, want the fleet's end, %v, within 200ms", lateUntil.Sub(t0), seen.end().Sub(t0))
+	if end := seen.first(); lateAt.Before(end.Add(-200*time.Millisecond)) && (lateUntil.Sub(end) < -200*time.Millisecond || lateUntil.Sub(end) > 200*time.Millisecond) {
+		t.Errorf("a pod started during the pause is paused until %v after the 429, want the fleet's end in Redis, %v, within 200ms", lateUntil.Sub(t0), end.Sub(t0))
 	}
 }
 
@@ -115,6 +115,22 @@ func (s *pausesSeen) end() time.Time {
 		}
 	}
 	return end
+}
+
+// first is the earliest end of a pause seen, zero if none was: the end
+// Redis holds, which a pod that starts during the pause reads. (A pod
+// that learns of a pause by a message counts its time left from when the
+// message reached it: on a busy machine, later than Redis's end.)
+func (s *pausesSeen) first() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first time.Time
+	for _, u := range s.until {
+		if !u.IsZero() && (first.IsZero() || u.Before(first)) {
+			first = u
+		}
+	}
+	return first
 }
 
 // check checks a pause asked by a 429 with Retry-After: 2 answered
