@@ -16,7 +16,6 @@ import (
 // one bucket, whatever the time they take.
 type windowOn struct {
 	t   *testing.T
-	srv *redistest.Server
 	rdb *redis.Client
 	ba  breakerArgs
 }
@@ -26,7 +25,7 @@ func newWindow(t *testing.T) windowOn {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialTimeout: syncWait, ReadTimeout: syncWait, WriteTimeout: syncWait})
 	t.Cleanup(func() { rdb.Close() })
 	ba := breakerArgs{base: "outbound:fleet:{w}:payments", channel: "outbound:fleet:{w}", system: "payments", open: time.Minute}
-	return windowOn{t: t, srv: srv, rdb: rdb, ba: ba}
+	return windowOn{t: t, rdb: rdb, ba: ba}
 }
 
 // sync sends requests and failures; it returns whether the state is
