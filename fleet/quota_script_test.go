@@ -178,23 +178,32 @@ func (g grantsOn) hash() (map[string][4]int64, int64) {
 
 // BenchmarkQuotaRecount measures the Redis CPU of one quota op that
 // counts every entry of a fleet of 1,000 pods again (once per tick of
-// the fleet, by the first pod to ask), and of one that reads the totals
-// alone (every other pod's), each call its own batch: the figures of
+// the fleet, by the first pod to ask), when the pods want less than the
+// limit and when they want more (the fair level is then sought over
+// their sorted wants), and of one that reads the totals alone (every
+// other pod's), each call its own batch: the figures of
 // docs/fleet-redis.md, with BenchmarkRedisCost.
 func BenchmarkQuotaRecount(b *testing.B) {
 	for _, bc := range []struct {
-		name   string
-		period int64
-	}{{"counting1000entries", 0}, {"readingTheTotals", 3_600_000}} {
+		name          string
+		limit, period int64
+	}{
+		{"counting1000entries", 1e12, 0},
+		{"counting1000entriesOverTheLimit", 5e8, 0},
+		{"readingTheTotals", 1e12, 3_600_000},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
 			srv := redistest.Start(b)
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), DialTimeout: syncWait, ReadTimeout: syncWait, WriteTimeout: syncWait})
 			b.Cleanup(func() { rdb.Close() })
-			g := grantsOn{t: b, rdb: rdb, limit: 1e12, period: bc.period}
+			g := grantsOn{t: b, rdb: rdb, limit: bc.limit, period: bc.period}
 			end := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
 			fields := []any{}
 			for i := range 999 {
-				fields = append(fields, fmt.Sprintf("pod%04d", i), "1000000 1000000 1000000 "+end)
+				// entries as pods write them: wants of 1 to 2 requests a
+				// second, holds of a thousandth, the pod's limit
+				want := 1_000_000 + (i*7919)%1000*1000
+				fields = append(fields, fmt.Sprintf("pod%04d", i), fmt.Sprintf("%d 1000 1000 %s %d", want, end, bc.limit))
 			}
 			if err := rdb.HSet(context.Background(), ":quota", fields...).Err(); err != nil {
 				b.Fatal(err)

@@ -65,13 +65,21 @@ local malformed, capped = 0, 0
 local holder, L, d, a, cap = ARGV[1], num(ARGV[2]), num(ARGV[3]), num(ARGV[4]), num(ARGV[5])
 local life, bound, period, most = num(ARGV[6]), num(ARGV[7]), num(ARGV[9]), num(ARGV[10])
 local lost = 0
--- entry reads "d g a e l" or "d g a e": its l is nil in the second.
+-- entry reads "d g a e l" or "d g a e": its l is nil in the second. A
+-- count reads every entry with it, so it checks the numbers itself
+-- rather than through whole (a call per number).
 local function entry(v)
   if type(v) ~= 'string' then return nil end
   local f1, f2, f3, f4, f5 = string.match(v, '^(%d+) (%d+) (%d+) (%d+) (%d+)$')
-  if not f1 then f1, f2, f3, f4 = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$') end
-  local pd, pg, pa, pe, pl = whole(f1, M), whole(f2, M), whole(f3, M), whole(f4, M), whole(f5, M)
-  if not (pd and pg and pa and pe) or (f5 and not (pl and pl >= 1)) then return nil end
+  if not f1 then
+    f1, f2, f3, f4 = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$')
+    if not f1 then return nil end
+  end
+  local pd, pg, pa, pe = tonumber(f1), tonumber(f2), tonumber(f3), tonumber(f4)
+  if pd > M or pg > M or pa > M or pe > M then return nil end
+  if not f5 then return pd, pg, pa, pe, nil end
+  local pl = tonumber(f5)
+  if pl > M or pl < 1 then return nil end
   return pd, pg, pa, pe, pl
 end
 local size = redis.pcall('HLEN', KEYS[1])
@@ -128,19 +136,24 @@ end
 if not fast then
 local all = {}
 if size > 0 then all = redis.call('HGETALL', KEYS[1]) end
-local wants, dead = {d}, {}
-others, m = 0, L
+-- The loop reads every entry: it keeps its own counts of the tables
+-- (n, #dead) and compares in place of math.min and math.max.
+local wants, dead, wanted, dn = {d}, {}, d, 0
+others, m, n = 0, L, 1
 for i = 1, #all, 2 do
   local k = all[i]
   if k ~= holder and k ~= '#' then
     local pd, pg, pa, pe, pl = entry(all[i + 1])
     if not pd then
-      dead[#dead + 1] = k
+      dn = dn + 1
+      dead[dn] = k
       malformed = malformed + 1
     elseif pe <= now then
-      dead[#dead + 1] = k
+      dn = dn + 1
+      dead[dn] = k
     else
-      local top = math.max(L, pl or L) -- what its own pod may be granted
+      local top = pl or L -- what its own pod may be granted
+      if top < L then top = L end
       if pd > top or pg > top or pa > top or pe > now + most then
         pd, pg, pa, pe = math.min(pd, top), math.min(pg, top), math.min(pa, top), math.min(pe, now + most)
         local v = fmt(pd) .. ' ' .. fmt(pg) .. ' ' .. fmt(pa) .. ' ' .. fmt(pe)
@@ -148,25 +161,31 @@ for i = 1, #all, 2 do
         redis.call('HSET', KEYS[1], k, v)
         capped = capped + 1
       end
-      wants[#wants + 1] = pd
-      others = others + math.max(pg, pa)
-      m = math.min(m, pl or L)
+      n = n + 1
+      wants[n] = pd
+      wanted = wanted + pd
+      if pg > pa then others = others + pg else others = others + pa end
+      if pl and pl < m then m = pl end
     end
   end
 end
 hdel(KEYS[1], dead)
 if claimed and claimed < others + old then malformed = malformed + 1 end
 E = m
-table.sort(wants)
 local left, level = E, nil
-n = #wants
-for i = 1, n do
-  local each = left / (n - i + 1)
-  if wants[i] > each then
-    level = each
-    break
+if wanted <= E then
+  -- every pod has what it wants: no level to find, and no sort
+  left = E - wanted
+else
+  table.sort(wants)
+  for i = 1, n do
+    local each = left / (n - i + 1)
+    if wants[i] > each then
+      level = each
+      break
+    end
+    left = left - wants[i]
   end
-  left = left - wants[i]
 end
 if level then
   target, f, x = math.min(d, level), 1, math.floor(level)
