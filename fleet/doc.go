@@ -275,10 +275,11 @@
 // The tick follows the fleet's size (pace.go): FlushInterval up to 50
 // pods, growing with the pods to FlushInterval x 10 at 500, so that the
 // fleet's round trips stay about 250 a second. Measured
-// (BenchmarkRedisCost, 5 busy pods x 50 systems ticking as in a fleet of
-// 1,000, on a loaded 2-core machine): a script call runs 32 commands
-// inside Redis, down from 355 when one call carried every op; the Redis
-// CPU per pod is about what it was, 2.8 ms a second (2.8 cores for 1,000
-// pods), above the target of 1 ms. docs/fleet-redis.md has the figures, the rights a Redis user
-// needs and the failure modes.
+// (BenchmarkRedisCost, 5 and 20 busy pods x 50 systems ticking as in a
+// fleet of 1,000, on a 2-core machine): a script call runs about 28
+// commands inside Redis and takes 0.1-0.15 ms on average; each pod adds
+// 0.55-0.85 ms of Redis CPU a second above the idle server and the
+// other pods' presence, so 1,000 pods fit in one Redis core.
+// docs/fleet-redis.md has the figures, the rights a Redis user needs and
+// the failure modes.
 package fleet
