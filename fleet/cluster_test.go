@@ -222,15 +222,7 @@ func clusterQuota(t *testing.T, cl *redistest.Cluster) {
 	end := time.Now()
 	cancel()
 	wg.Wait()
-	// The samplers ran side by side: timers late for one were late for
-	// every system's pods.
-	var late time.Duration
-	for _, g := range gs {
-		late = max(late, g.late)
-	}
-	for _, g := range gs {
-		g.late = late
-	}
+	shareLateness(slices.Collect(maps.Values(gs))...)
 	for _, name := range names {
 		quotaRun{ws: windows(ups[name].since(start), start, end, time.Second), sent: sends.of(name).since(start), g: gs[name], limit: 200, burst: 10}.check(t, name)
 	}

@@ -249,6 +249,19 @@ func (g *grants) String() string {
 // to judge. Upper bounds hold whatever the pace.
 func (g *grants) keptPace() bool { return g.late < 200*time.Millisecond }
 
+// shareLateness gives each of gs, samplers that ran side by side on one
+// machine, the largest lateness any of them saw: timers late for one
+// were late for the pods' loops the others watched.
+func shareLateness(gs ...*grants) {
+	var late time.Duration
+	for _, g := range gs {
+		late = max(late, g.late)
+	}
+	for _, g := range gs {
+		g.late = late
+	}
+}
+
 // watchGrants samples the sum of the pods' shares every 20ms until ctx
 // ends; read the result after wg.Wait.
 func watchGrants(ctx context.Context, wg *sync.WaitGroup, pods []*pod) *grants {

@@ -125,10 +125,7 @@ func watchPhase(t *testing.T, d time.Duration, some, all []*pod) (*grants, *gran
 	}
 	cancel()
 	wg.Wait()
-	// The two samplers ran in one phase on one machine: timers late for
-	// one were late for the pods' loops the other watched as well.
-	g.late = max(g.late, a.late)
-	a.late = g.late
+	shareLateness(g, a)
 	return g, a
 }
 
