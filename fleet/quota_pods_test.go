@@ -226,6 +226,9 @@ type grants struct {
 	granted  float64
 	fellBack int
 	swept    bool
+	// lapsed counts the quick sweeps whose granted sum was not judged:
+	// too soon after a pod was out of sync (shareSamples.between).
+	lapsed int
 }
 
 // stampSlack is how many more send times a sliding second may hold than

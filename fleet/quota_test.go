@@ -154,6 +154,9 @@ func (g *grants) check(t *testing.T, what string, mean, most float64) {
 	if g.fellBack > 0 {
 		t.Logf("%s: up to %d pods ran on their fallback (limit / pods last seen) in a sweep", what, g.fellBack)
 	}
+	if g.lapsed > 0 {
+		t.Logf("%s: %d samples of the shares granted not held to the limit: less than a grant life after a pod was out of sync", what, g.lapsed)
+	}
 	granted := g.granted
 	if !g.swept {
 		granted = g.hi
