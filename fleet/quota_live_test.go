@@ -98,16 +98,12 @@ func changeLimit(t *testing.T, pods []*pod, path string, env map[string]string, 
 	return time.Now()
 }
 
-// shareSamples is the pods' shares, sampled every 20ms.
+// shareSamples is the pods' shares, swept every 20ms.
 type shareSamples struct {
-	mu      sync.Mutex
-	at      []time.Time
-	sum     []float64 // the sum of the shares
-	granted []float64 // the sum of the shares of the pods that held a grant from Redis
-	fell    []int     // the pods on their fallback (limit / pods last seen)
-	synced  []bool    // every pod was in sync (held a grant in force)
-	quick   []bool    // the sweep took at most 5ms (see watchGrants)
-	late    []time.Duration
+	mu    sync.Mutex
+	at    []time.Time
+	sweep []sweep
+	late  []time.Duration // how late the sampler's sleep before the sweep woke
 }
 
 // sampleShares samples pods until ctx ends.
@@ -116,21 +112,10 @@ func sampleShares(ctx context.Context, wg *sync.WaitGroup, pods []*pod) *shareSa
 	wg.Go(func() {
 		var late time.Duration
 		for ctx.Err() == nil {
-			start := time.Now()
-			sum, granted, fell, synced := 0.0, 0.0, 0, true
-			for _, p := range pods {
-				st := p.c.Status().Rate
-				sum, synced = sum+st.Share, synced && st.Synced
-				if p.fleet.Granted("payments") {
-					granted += st.Share
-				} else {
-					fell++
-				}
-			}
-			quick := time.Since(start) <= 5*time.Millisecond
+			at := time.Now()
+			sw := sweepShares(pods)
 			s.mu.Lock()
-			s.at, s.sum, s.granted = append(s.at, start), append(s.sum, math.Round(sum*1000)/1000), append(s.granted, math.Round(granted*1000)/1000)
-			s.fell, s.synced, s.quick, s.late = append(s.fell, fell), append(s.synced, synced), append(s.quick, quick), append(s.late, late)
+			s.at, s.sweep, s.late = append(s.at, at), append(s.sweep, sw), append(s.late, late)
 			s.mu.Unlock()
 			slept := time.Now()
 			sleepCtx(ctx, 20*time.Millisecond)
@@ -153,7 +138,8 @@ func (s *shareSamples) between(from, to time.Time, lapse time.Duration) *grants 
 	total := 0.0
 	var out time.Time // when a pod was last seen out of sync
 	for i, at := range s.at {
-		if !s.synced[i] {
+		sw := s.sweep[i]
+		if !sw.synced {
 			out = at
 		}
 		if at.Before(from) || !at.Before(to) {
@@ -161,17 +147,17 @@ func (s *shareSamples) between(from, to time.Time, lapse time.Duration) *grants 
 		}
 		g.n = g.n + 1
 		g.late = max(g.late, s.late[i])
-		if s.synced[i] {
-			g.judged, total = g.judged+1, total+s.sum[i]
+		if sw.synced {
+			g.judged, total = g.judged+1, total+sw.sum
 		}
-		g.lo = min(g.lo, s.sum[i])
-		if !s.quick[i] {
+		g.lo = min(g.lo, sw.sum)
+		if !sw.quick {
 			continue
 		}
-		g.hi = max(g.hi, s.sum[i])
-		g.fellBack = max(g.fellBack, s.fell[i])
+		g.hi = max(g.hi, sw.sum)
+		g.fellBack = max(g.fellBack, sw.fell)
 		if out.IsZero() || at.Sub(out) >= lapse {
-			g.granted = max(g.granted, s.granted[i])
+			g.granted = max(g.granted, sw.granted)
 		} else {
 			g.lapsed++
 		}

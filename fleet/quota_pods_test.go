@@ -265,6 +265,39 @@ func shareLateness(gs ...*grants) {
 	}
 }
 
+// sweep is one reading of the pods' shares.
+type sweep struct {
+	sum     float64 // the sum of the shares
+	granted float64 // the sum of the shares of the pods that held a grant from Redis
+	fell    int     // the pods on their fallback (limit / pods last seen)
+	synced  bool    // every pod was in sync (held a grant in force)
+	// quick says the sweep took at most 5ms. The shares are read one pod
+	// after another: a sweep that a starved machine spread over more
+	// than a millisecond or so may add one pod's share before a cut to
+	// another's after the raise it allowed, which no moment held. Such a
+	// sum is not an upper bound's to judge (a real overlap lasts ticks,
+	// and the quick sweeps see it).
+	quick bool
+}
+
+// sweepShares reads the shares of pods of payments (startPods' system).
+func sweepShares(pods []*pod) sweep {
+	start := time.Now()
+	sw := sweep{synced: true}
+	for _, p := range pods {
+		st := p.c.Status().Rate
+		sw.sum, sw.synced = sw.sum+st.Share, sw.synced && st.Synced
+		if p.fleet == nil || p.fleet.Granted("payments") {
+			sw.granted += st.Share
+		} else {
+			sw.fell++
+		}
+	}
+	sw.quick = time.Since(start) <= 5*time.Millisecond
+	sw.sum, sw.granted = math.Round(sw.sum*1000)/1000, math.Round(sw.granted*1000)/1000
+	return sw
+}
+
 // watchGrants samples the sum of the pods' shares every 20ms until ctx
 // ends; read the result after wg.Wait.
 func watchGrants(ctx context.Context, wg *sync.WaitGroup, pods []*pod) *grants {
@@ -272,38 +305,17 @@ func watchGrants(ctx context.Context, wg *sync.WaitGroup, pods []*pod) *grants {
 	wg.Go(func() {
 		sum := 0.0
 		for ctx.Err() == nil {
-			start := time.Now()
-			s, cut := 0.0, 0
-			granted, fell := 0.0, 0
-			for _, p := range pods {
-				st := p.c.Status().Rate
-				s += st.Share
-				if !st.Synced {
-					cut++
-				}
-				if p.fleet == nil || p.fleet.Granted("payments") { // startPods' system
-					granted += st.Share
-				} else {
-					fell++
-				}
-			}
-			s = math.Round(s*1000) / 1000
-			if cut == 0 {
-				g.judged, sum = g.judged+1, sum+s
+			sw := sweepShares(pods)
+			if sw.synced {
+				g.judged, sum = g.judged+1, sum+sw.sum
 				g.seen.Add(1)
 			}
 			g.n = g.n + 1
-			g.lo = min(g.lo, s)
-			// The shares are read one pod after another: a sweep that a
-			// starved machine spread over more than a millisecond or so
-			// may add one pod's share before a cut to another's after the
-			// raise it allowed, which no moment held. Such a sum is not
-			// an upper bound's to judge (a real overlap lasts ticks, and
-			// the quick sweeps see it).
-			if time.Since(start) <= 5*time.Millisecond {
-				g.hi = max(g.hi, s)
-				g.granted = max(g.granted, math.Round(granted*1000)/1000)
-				g.fellBack = max(g.fellBack, fell)
+			g.lo = min(g.lo, sw.sum)
+			if sw.quick {
+				g.hi = max(g.hi, sw.sum)
+				g.granted = max(g.granted, sw.granted)
+				g.fellBack = max(g.fellBack, sw.fell)
 			}
 			slept := time.Now()
 			sleepCtx(ctx, 20*time.Millisecond)
